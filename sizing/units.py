@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import ROUND_HALF_UP, Decimal
 
 # Decimal byte units (SI prefixes; storage vendors' convention).
 KB = 10**3
@@ -166,13 +167,23 @@ def parse_number(value: object, where: str) -> float:
     raise _fail(where, value, "a number", "a number such as 0.01 or 2.5")
 
 
+def round3(x: float) -> float:
+    """x rounded to 3 significant digits, halves away from zero (47.25 -> 47.3), working on
+    the shortest decimal form of x so that binary representation does not decide ties."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    d = Decimal(repr(float(x)))
+    exponent = d.adjusted() - 2
+    return float(d.quantize(Decimal(f"1e{exponent}"), rounding=ROUND_HALF_UP))
+
+
 def sig3(x: float) -> str:
     """x to three significant digits, without an exponent for 1 <= |x| < 1000."""
     if x == 0:
         return "0"
     if not math.isfinite(x):
         return str(x)
-    rounded = float(f"{x:.3g}")
+    rounded = round3(x)
     magnitude = abs(rounded)
     if magnitude >= 100:
         return f"{rounded:.0f}"
@@ -190,7 +201,7 @@ def _scaled(x: float) -> tuple[str, str]:
     """x scaled by powers of 1000 to [1, 1000) after rounding to 3 significant digits."""
     if x == 0 or not math.isfinite(x):
         return sig3(x), ""
-    rounded = float(f"{x:.3g}")
+    rounded = round3(x)
     index = 0
     while abs(rounded) >= 1000 and index < len(_DECIMAL_PREFIXES) - 1:
         rounded /= 1000
@@ -213,7 +224,7 @@ def format_rate(bytes_per_s: float) -> str:
 
 
 def format_seconds(s: float) -> str:
-    """A duration, 3 significant digits: '590 ms', '6.00 s', '600 s', '16.7 min', '3.09 h', '54.0 d'.
+    """A duration to 3 significant digits: '590 ms', '6.00 s', '16.7 min', '3.09 h', '54.0 d'.
 
     Switch points: seconds from 1 s up to 1000 s, minutes up to 100 min, hours up to 48 h.
     """
@@ -222,11 +233,11 @@ def format_seconds(s: float) -> str:
         return "0 s"
     if magnitude < 1:
         return f"{sig3(s / MILLISECOND_S)} ms"
-    if float(f"{magnitude:.3g}") < 1000:
+    if round3(magnitude) < 1000:
         return f"{sig3(s)} s"
-    if float(f"{magnitude / MINUTE_S:.3g}") < 100:
+    if round3(magnitude / MINUTE_S) < 100:
         return f"{sig3(s / MINUTE_S)} min"
-    if float(f"{magnitude / HOUR_S:.3g}") < 48:
+    if round3(magnitude / HOUR_S) < 48:
         return f"{sig3(s / HOUR_S)} h"
     return f"{sig3(s / DAY_S)} d"
 
