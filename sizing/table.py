@@ -80,8 +80,16 @@ def render(profile: Profile, sizing: Sizing) -> str:
 
 def sweep_table(rows: Sequence[dict[str, Any]]) -> str:
     header = (
-        "interval", "", "lost work", "stall budget", "goodput loss", "waste at fixed stall",
-        "sync write", "async persist min", "async persist planned", "create rate",
+        "interval",
+        "",
+        "lost work",
+        "stall budget",
+        "goodput loss",
+        "waste at fixed stall",
+        "sync write",
+        "async persist min",
+        "async persist planned",
+        "create rate",
     )
     cells = [
         (

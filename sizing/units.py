@@ -66,7 +66,11 @@ _SECOND_UNITS: dict[str, float] = {
 _SECONDS_ALLOWED = "a number of seconds, or a number with a unit ms, s, min, h, d, e.g. '10 min'"
 
 _COUNT_SUFFIXES: dict[str, int] = {
-    "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "p": 10**15,
 }
 _COUNT_ALLOWED = (
     "a whole number, e.g. 405000000000, '405e9' or '405 G' (suffixes k, M, G, T, P are decimal)"
