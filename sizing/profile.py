@@ -371,7 +371,11 @@ def _build(ctx: _Context, cls: type, raw: Any, path: str) -> Any:
     for key, f in known.items():
         sub = _join(path, key)
         if key in raw:
-            kwargs[f.name] = _read_field(ctx, f, hints[f.name], raw[key], sub)
+            value = raw[key]
+            if dataclasses.is_dataclass(f.default) and isinstance(value, dict):
+                # A partial section fills in from the field's default (dcp.architecture).
+                value = {**_dump(f.default), **value}
+            kwargs[f.name] = _read_field(ctx, f, hints[f.name], value, sub)
         elif f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             continue
         elif _unwrap_optional(hints[f.name])[1]:

@@ -103,6 +103,12 @@ def test_override_adds_an_architecture():
     assert p.model.architecture.hidden == 8192
 
 
+def test_partial_section_fills_in_from_its_default():
+    p = load_profile("tmpfs", overrides=["dcp.architecture.layers=2", "dcp.world_size=4"])
+    assert p.dcp.architecture.layers == 2 and p.dcp.architecture.hidden == 512
+    assert p.dcp.world_size == 4 and p.dcp.checkpointer == "thread"
+
+
 def test_window_days_accepts_a_unit_string(tmp_path):
     path = write_profile(tmp_path, lambda raw: raw["failures"].update(window_days="54 d"))
     assert load_profile(path).failures.window_s == 54 * DAY_S
