@@ -112,13 +112,28 @@ def test_every_requirement_explains_itself(name):
 @pytest.mark.parametrize("name", SHIPPED_PROFILES)
 def test_json_has_the_issue_keys_as_plain_numbers(name):
     data = derive(SHIPPED[name]).to_json()
-    for key in ("parameters", "checkpoint_bytes", "weights_only_bytes", "mean_shard_bytes",
-                "largest_shard_bytes", "per_node_bytes", "mtbf_s", "interval_s",
-                "lost_work_fraction", "optimal_interval_s", "stall_budget_s",
-                "sync_write_bytes_per_s", "sync_write_bytes_per_s_per_node",
-                "async_persist_min_bytes_per_s", "async_persist_planned_bytes_per_s",
-                "staging_bytes_per_node", "files_per_checkpoint", "create_rate_per_s",
-                "restart_read_bytes_per_s", "retained_bytes"):
+    for key in (
+        "parameters",
+        "checkpoint_bytes",
+        "weights_only_bytes",
+        "mean_shard_bytes",
+        "largest_shard_bytes",
+        "per_node_bytes",
+        "mtbf_s",
+        "interval_s",
+        "lost_work_fraction",
+        "optimal_interval_s",
+        "stall_budget_s",
+        "sync_write_bytes_per_s",
+        "sync_write_bytes_per_s_per_node",
+        "async_persist_min_bytes_per_s",
+        "async_persist_planned_bytes_per_s",
+        "staging_bytes_per_node",
+        "files_per_checkpoint",
+        "create_rate_per_s",
+        "restart_read_bytes_per_s",
+        "retained_bytes",
+    ):
         assert type(data[key]) in (int, float), key
     assert data["profile"] == name and data["mode"] in ("sync", "async")
 
@@ -137,9 +152,17 @@ def with_interval(profile, interval_s):
 
 
 shipped_names = st.sampled_from(SHIPPED_PROFILES)
-AGGREGATES = ("checkpoint_bytes", "written_bytes", "sync_write_bytes_per_s",
-              "async_persist_min_bytes_per_s", "async_persist_planned_bytes_per_s",
-              "restart_read_bytes_per_s", "retained_bytes", "per_node_bytes", "mean_shard_bytes")
+AGGREGATES = (
+    "checkpoint_bytes",
+    "written_bytes",
+    "sync_write_bytes_per_s",
+    "async_persist_min_bytes_per_s",
+    "async_persist_planned_bytes_per_s",
+    "restart_read_bytes_per_s",
+    "retained_bytes",
+    "per_node_bytes",
+    "mean_shard_bytes",
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -169,14 +192,19 @@ def test_per_node_times_nodes_is_aggregate(name):
     assert s.largest_node_bytes >= s.per_node_bytes >= s.written_bytes / s.nodes * (1 - REL)
 
 
-@given(gpus=st.integers(1, 10**6), more=st.integers(1, 10**6),
-       interruptions=st.integers(1, 10**4), window_s=st.floats(1, 1e9))
+@given(
+    gpus=st.integers(1, 10**6),
+    more=st.integers(1, 10**6),
+    interruptions=st.integers(1, 10**4),
+    window_s=st.floats(1, 1e9),
+)
 @example(gpus=1024, more=15360, interruptions=419, window_s=54 * 86400.0)  # 70b -> 405b
 @example(gpus=64, more=960, interruptions=419, window_s=54 * 86400.0)  # 7b -> 70b
 @example(gpus=4, more=60, interruptions=419, window_s=54 * 86400.0)  # tmpfs -> 7b
 def test_more_gpus_give_a_shorter_mtbf(gpus, more, interruptions, window_s):
     assert mtbf_s(interruptions, window_s, 16384, gpus + more) < mtbf_s(
-        interruptions, window_s, 16384, gpus)
+        interruptions, window_s, 16384, gpus
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -195,8 +223,12 @@ def test_longer_interval_lowers_bandwidth_and_raises_lost_work(name, factor):
     assert long.lost_work_fraction > short.lost_work_fraction
 
 
-@given(stall_s=st.floats(1e-3, 1e4), mtbf=st.floats(1.0, 1e9), restart_s=st.floats(0, 1e4),
-       step=st.floats(1e-3, 0.9))
+@given(
+    stall_s=st.floats(1e-3, 1e4),
+    mtbf=st.floats(1.0, 1e9),
+    restart_s=st.floats(0, 1e4),
+    step=st.floats(1e-3, 0.9),
+)
 @example(stall_s=6.0, mtbf=4665600 / 419, restart_s=0.0, step=0.01)  # 405b
 @example(stall_s=6.0, mtbf=4665600 / 419 * 16, restart_s=0.0, step=0.01)  # 70b
 @example(stall_s=6.0, mtbf=4665600 / 419 * 256, restart_s=0.0, step=0.01)  # 7b

@@ -17,21 +17,40 @@ SHIPPED = {name: load_profile(name) for name in SHIPPED_PROFILES}
 def cluster_profiles(draw):
     """A shipped profile re-shaped: parallelism, ZeRO stage, replica policy, K, Ψ, shape."""
     base = SHIPPED[draw(st.sampled_from(SHIPPED_PROFILES))]
-    tp, pp, dp = draw(st.sampled_from([1, 2, 4, 8])), draw(st.integers(1, 6)), draw(
-        st.integers(1, 12))
+    tp, pp, dp = (
+        draw(st.sampled_from([1, 2, 4, 8])),
+        draw(st.integers(1, 6)),
+        draw(st.integers(1, 12)),
+    )
     gpn = draw(st.sampled_from([d for d in (1, 2, 4, 8) if (tp * pp * dp) % d == 0]))
-    arch = draw(st.none() | st.builds(
-        Architecture, hidden=st.integers(1, 64).map(lambda x: 8 * x),
-        ffn_hidden=st.integers(1, 4096), layers=st.integers(pp, 64), heads=st.just(8),
-        kv_heads=st.sampled_from([1, 2, 8]), vocab=st.integers(1, 200_000)))
-    params = draw(st.integers(1, 10**12)) if arch is None else draw(
-        st.none() | st.integers(1, 10**12))
-    model = ModelSpec(parameters=params, bytes_per_parameter=draw(st.integers(1, 20)),
-                      architecture=arch)
-    par = Parallelism(tp=tp, pp=pp, dp=dp, zero_stage=draw(st.integers(0, 3)),
-                      replicas_write=draw(st.sampled_from(["one", "all", "spread"])))
-    cluster = dataclasses.replace(base.cluster, gpus=tp * pp * dp, gpus_per_node=gpn,
-                                  parallelism=par)
+    arch = draw(
+        st.none()
+        | st.builds(
+            Architecture,
+            hidden=st.integers(1, 64).map(lambda x: 8 * x),
+            ffn_hidden=st.integers(1, 4096),
+            layers=st.integers(pp, 64),
+            heads=st.just(8),
+            kv_heads=st.sampled_from([1, 2, 8]),
+            vocab=st.integers(1, 200_000),
+        )
+    )
+    params = (
+        draw(st.integers(1, 10**12)) if arch is None else draw(st.none() | st.integers(1, 10**12))
+    )
+    model = ModelSpec(
+        parameters=params, bytes_per_parameter=draw(st.integers(1, 20)), architecture=arch
+    )
+    par = Parallelism(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        zero_stage=draw(st.integers(0, 3)),
+        replicas_write=draw(st.sampled_from(["one", "all", "spread"])),
+    )
+    cluster = dataclasses.replace(
+        base.cluster, gpus=tp * pp * dp, gpus_per_node=gpn, parallelism=par
+    )
     return dataclasses.replace(base, model=model, cluster=cluster)
 
 
@@ -77,8 +96,10 @@ def test_all_replicas_write_duplicates_of_replicated_state():
 
 
 def test_one_replica_writes_replicated_state():
-    profile = load_profile("tmpfs", overrides=["cluster.parallelism.replicas_write=one",
-                                                "cluster.parallelism.zero_stage=0"])
+    profile = load_profile(
+        "tmpfs",
+        overrides=["cluster.parallelism.replicas_write=one", "cluster.parallelism.zero_stage=0"],
+    )
     dist = shard_distribution(profile)
     # tp 1, pp 2, dp 2; rank = pp_idx * 2 + dp_idx: dp rank 1 of each stage writes nothing.
     assert dist.per_rank_bytes[1] == dist.per_rank_bytes[3] == 0

@@ -13,7 +13,11 @@ REPO = Path(__file__).resolve().parents[1]
 def run_cli(*args):
     return subprocess.run(
         [sys.executable, "-m", "sizing", *args],
-        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -25,7 +29,8 @@ def test_json_parses_with_the_issue_keys():
     assert data["checkpoint_bytes"] == 5_670_000_000_000
     assert data["files_per_checkpoint"] == 16385
     assert data["requirements"]["async_persist_planned_bytes_per_s"]["formula"] == (
-        "5.67 TB / 600 s x 2.5 headroom")
+        "5.67 TB / 600 s x 2.5 headroom"
+    )
 
 
 def test_table_reads_like_a_procurement_sheet():
@@ -34,8 +39,17 @@ def test_table_reads_like_a_procurement_sheet():
     out = result.stdout
     assert out.startswith("Cluster profile 405b: ")
     assert "| requirement" in out and "| derived / measured" in out
-    for text in ("5.67 TB", "945 GB/s", "23.6 GB/s", "9.45 GB/s", "68.3 /s", "56.7 TB",
-                 "16,385 files", "measured by acceptance/test_write_burst.py", "largest"):
+    for text in (
+        "5.67 TB",
+        "945 GB/s",
+        "23.6 GB/s",
+        "9.45 GB/s",
+        "68.3 /s",
+        "56.7 TB",
+        "16,385 files",
+        "measured by acceptance/test_write_burst.py",
+        "largest",
+    ):
         assert text in out, text
 
 

@@ -7,8 +7,19 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FORBIDDEN = ("pytest", "_pytest", "fsspec", "numpy", "torch", "hypothesis", "socket",
-             "subprocess", "multiprocessing", "urllib.request", "http")
+FORBIDDEN = (
+    "pytest",
+    "_pytest",
+    "fsspec",
+    "numpy",
+    "torch",
+    "hypothesis",
+    "socket",
+    "subprocess",
+    "multiprocessing",
+    "urllib.request",
+    "http",
+)
 
 PROBE = """
 import sys
@@ -25,7 +36,11 @@ print(" ".join(sorted(sys.modules)))
 
 def test_importing_and_deriving_loads_no_forbidden_module():
     result = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", PROBE],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=True,
     )
     loaded = set(result.stdout.split())
