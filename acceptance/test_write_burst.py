@@ -85,7 +85,7 @@ def test_checkpoint_bytes_on_target(
             detail=f"{cluster_profile.name}: Ψ·K = {requirements.parameters:.4g} x "
             f"{model.bytes_per_parameter} = {format_bytes(requirements.checkpoint_bytes)} in "
             f"all; {len(campaign.latest_all)} files of the played shards; {campaign.plan.scale()}",
-            scope=_scope(campaign),
+            scope=campaign.plan.scope(),
         )
     )
     assert item.passed, item.message
@@ -118,7 +118,7 @@ def test_sync_stall(
         unit="s",
         better="lower",
         detail=detail,
-        scope=_scope(campaign),
+        scope=campaign.plan.scope(),
     )
     if checkpoint.mode == "async":
         item.passed = None
@@ -157,7 +157,7 @@ def test_async_persist(
         required=planned,
         unit="B/s",
         detail=detail,
-        scope=_scope(campaign),
+        scope=campaign.plan.scope(),
     )
     if not item.passed and measured >= minimum:
         item.detail += (
@@ -166,13 +166,3 @@ def test_async_persist(
         )
     gate.record(item)
     assert item.passed, item.message
-
-
-def _scope(campaign: WriteCampaign) -> str:
-    plan = campaign.plan
-    if plan.full_cluster:
-        return f"full cluster played ({plan.cluster_ranks} ranks): the result holds as measured"
-    return (
-        f"{plan.nodes} of {plan.cluster_nodes} nodes played: proves the played nodes' share; the "
-        "full cluster needs the storage to scale with clients, which only a larger run shows"
-    )
