@@ -2,7 +2,8 @@
 
 One rank pool serves the whole module (ranks start once, as in the acceptance run). The full
 run (sync save, both async checkpointer types, three verified loads, the flipped byte) is done
-once at K = 14; K = 12 and 16 only save and measure. About 30 s on 2 cores.
+once at K = 14; K = 12 and 16 only save and measure. About 35 s on an idle 2-core machine
+(75 s measured while other jobs kept the load average at 8).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ pytest.importorskip(
 )
 
 from fixtures.dcp import model as m
-from fixtures.dcp.driver import DcpConfig, DcpRanks, DcpResult, run_dcp
+from fixtures.dcp.driver import DcpConfig, DcpRankFailure, DcpRanks, DcpResult, run_dcp
 
 # 20.5M parameters: big enough that DCP's fixed costs (the .metadata pickle, torch.save framing
 # per tensor, ~0.7 MB here) stay near 0.03 bytes per parameter, small enough for 2 cores.
@@ -130,3 +131,8 @@ def test_result_json_has_the_report_keys(full_run: DcpResult) -> None:
         assert key in out
     assert out["emulated_write_s"] > 0
     json.dumps(out)
+
+
+def test_a_failing_rank_is_named_with_its_step(base_dir: str) -> None:
+    with DcpRanks(1) as pool, pytest.raises(DcpRankFailure, match=r"rank 0 failed in step 'load'"):
+        pool.run("load", path=os.path.join(base_dir, "no-such-checkpoint"), timeout_s=60)
