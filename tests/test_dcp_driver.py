@@ -61,8 +61,14 @@ def full_run(ranks: DcpRanks, base_dir: str) -> DcpResult:
 def test_parameter_count_follows_the_spec_rule_for_llama3_8b() -> None:
     # Llama 3 8B: 8,030,261,248 parameters (embedding and output head untied).
     arch = m.Architecture.from_mapping(
-        {"hidden": 4096, "ffn_hidden": 14336, "layers": 32, "heads": 32, "kv_heads": 8,
-         "vocab": 128256}
+        {
+            "hidden": 4096,
+            "ffn_hidden": 14336,
+            "layers": 32,
+            "heads": 32,
+            "kv_heads": 8,
+            "vocab": 128256,
+        }
     )
     assert m.parameter_count(arch) == 8_030_261_248
 
@@ -71,8 +77,7 @@ def test_expected_blocks_tile_the_full_tensor() -> None:
     import torch
 
     full = m.expected_block(7, (6, 10), (0, 0), (6, 10), torch.float32)
-    assert torch.equal(m.expected_block(7, (6, 10), (2, 3), (3, 4), torch.float32),
-                       full[2:5, 3:7])
+    assert torch.equal(m.expected_block(7, (6, 10), (2, 3), (3, 4), torch.float32), full[2:5, 3:7])
     bf16 = m.expected_block(7, (6, 10), (0, 4), (6, 6), torch.bfloat16)
     assert torch.equal(bf16, full[:, 4:].to(torch.bfloat16))
 
@@ -87,13 +92,13 @@ def test_save_writes_a_file_per_rank_and_metadata(full_run: DcpResult) -> None:
 
 
 @pytest.mark.parametrize("k", [12, 14, 16], ids=lambda k: f"K={k}")
-def test_bytes_on_disk_match_k(k: int, full_run: DcpResult, ranks: DcpRanks,
-                               base_dir: str) -> None:
+def test_bytes_on_disk_match_k(k: int, full_run: DcpResult, ranks: DcpRanks, base_dir: str) -> None:
     if k == 14:
         result = full_run
     else:
-        cfg = DcpConfig(ARCH, k, os.path.join(base_dir, f"k{k}"), world_size=WORLD_SIZE,
-                        async_types=())
+        cfg = DcpConfig(
+            ARCH, k, os.path.join(base_dir, f"k{k}"), world_size=WORLD_SIZE, async_types=()
+        )
         result = run_dcp(cfg, ranks=ranks, loads=False)
     assert result.matched_k == k
     assert abs(result.bytes_per_parameter - k) <= K_TOLERANCE, result.bytes_per_parameter
@@ -124,10 +129,25 @@ def test_a_flipped_byte_is_caught_and_named(full_run: DcpResult) -> None:
 
 def test_result_json_has_the_report_keys(full_run: DcpResult) -> None:
     out = full_run.to_json()
-    for key in ("save_s", "async_block_s", "async_complete_s", "load_s", "reshard_load_s",
-                "single_process_load_s", "bytes_on_disk", "apparent_bytes",
-                "bytes_per_parameter", "matched_k", "overhead_bytes", "files", "file_list",
-                "parameters", "world_size", "verified", "emulated_write_s"):
+    for key in (
+        "save_s",
+        "async_block_s",
+        "async_complete_s",
+        "load_s",
+        "reshard_load_s",
+        "single_process_load_s",
+        "bytes_on_disk",
+        "apparent_bytes",
+        "bytes_per_parameter",
+        "matched_k",
+        "overhead_bytes",
+        "files",
+        "file_list",
+        "parameters",
+        "world_size",
+        "verified",
+        "emulated_write_s",
+    ):
         assert key in out
     assert out["emulated_write_s"] > 0
     json.dumps(out)
