@@ -16,15 +16,17 @@ of the cluster loads its own shards at once, so this node must read its bytes wi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
 
+from fixtures.burst import BurstResult
 from fixtures.campaign import TIMEOUT_WINDOWS, WriteCampaign
 from fixtures.plugin import RunState
-from fixtures.readback import ReadResult, run_readback
+from fixtures.readback import ReadResult, run_readback, summarize
 from fixtures.report import GateReport, Item, judge
-from fixtures.reshard import run_reshard
+from fixtures.reshard import ReshardResult, run_reshard
 from fixtures.write_burst import ShardFile
 from sizing import Profile, Sizing, format_bytes, format_seconds
 
@@ -55,6 +57,16 @@ def _files_to_read(campaign: WriteCampaign) -> tuple[list[ShardFile], int]:
     if nodes.count > 1:
         return list(campaign.latest_by_node[(nodes.index + 1) % nodes.count]), 0
     return list(campaign.latest), 1
+
+
+def _all_read(campaign: WriteCampaign) -> list[ShardFile]:
+    """Every node's files of the latest round: together, the nodes read each exactly once."""
+    return campaign.latest_all
+
+
+def _gathered(burst: BurstResult, local: ReadResult) -> ReadResult:
+    """The read as every node saw it: the gathered records, summarised like one node's."""
+    return summarize(burst, local.memory_backed)
 
 
 def _cache_words(result: ReadResult) -> str:
@@ -89,7 +101,7 @@ def _judge_read(
     slowest = burst.slowest
     restart = requirements.requirements["restart_read_bytes_per_s"]
     detail = (
-        f"{profile.name}: {restart.formula}; this node: {format_bytes(burst.total_bytes)} / "
+        f"{profile.name}: {restart.formula}; this run: {format_bytes(burst.total_bytes)} / "
         f"{read_s:g} s; {what}; slowest rank {slowest.rank} "
         f"({format_bytes(slowest.bytes)} in {format_seconds(slowest.total_s)}); "
         f"{_cache_words(result)}; {campaign.plan.scale()}"
@@ -122,15 +134,23 @@ def test_restart_readback(
     """Checklist 7: every rank reads another rank's shard, uncached, within restart.read_s."""
     shards, shift = _files_to_read(campaign)
     timeout_s = _timeout_s(cluster_profile)
-    result = run_readback(
-        campaign.pool,
-        campaign.target.fs_spec,
-        shards,
-        timeout_s,
-        shift=shift,
-        direct=_direct(run_state, cluster_profile),
-        before_start=_start_gate(campaign, timeout_s),
-    )
+    local: list[ReadResult] = []
+
+    def read() -> BurstResult:
+        local.append(
+            run_readback(
+                campaign.pool,
+                campaign.target.fs_spec,
+                shards,
+                timeout_s,
+                shift=shift,
+                direct=_direct(run_state, cluster_profile),
+                before_start=_start_gate(campaign, timeout_s),
+            )
+        )
+        return local[0].burst
+
+    result = _gathered(campaign.gather("read", read, timeout_s), local[0])
     gate.section("read", result.to_json())
     item = gate.record(
         _judge_read(
@@ -143,7 +163,7 @@ def test_restart_readback(
             what=f"{len(shards)} shards, each read by another rank",
         )
     )
-    assert result.burst.total_bytes == sum(s.bytes for s in shards)
+    assert result.burst.total_bytes == sum(s.bytes for s in _all_read(campaign))
     assert item.passed, item.message
 
 
@@ -159,15 +179,24 @@ def test_resharded_restore(
     if len(shards) < 2:
         pytest.skip("one shard on this node: a load onto fewer ranks needs at least two")
     timeout_s = _timeout_s(cluster_profile)
-    result = run_reshard(
-        campaign.pool,
-        campaign.target.fs_spec,
-        shards,
-        timeout_s,
-        fraction=cluster_profile.run.reshard_fraction,
-        direct=_direct(run_state, cluster_profile),
-        before_start=_start_gate(campaign, timeout_s),
-    )
+    local: list[ReshardResult] = []
+
+    def load() -> BurstResult:
+        local.append(
+            run_reshard(
+                campaign.pool,
+                campaign.target.fs_spec,
+                shards,
+                timeout_s,
+                fraction=cluster_profile.run.reshard_fraction,
+                direct=_direct(run_state, cluster_profile),
+                before_start=_start_gate(campaign, timeout_s),
+            )
+        )
+        return local[0].burst
+
+    burst = campaign.gather("reshard", load, timeout_s)
+    result = dataclasses.replace(local[0], read=_gathered(burst, local[0].read))
     gate.section("reshard", result.to_json())
     files = result.files_per_rank()
     item = gate.record(
@@ -183,5 +212,5 @@ def test_resharded_restore(
             f"{min(files)}-{max(files)} files per new rank",
         )
     )
-    assert result.burst.total_bytes == sum(s.bytes for s in shards)
+    assert result.burst.total_bytes == sum(s.bytes for s in _all_read(campaign))
     assert item.passed, item.message
