@@ -103,6 +103,7 @@ class Comparison:
     pairs: list[Pair] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     memory: dict[str, Any] = field(default_factory=dict)
+    run_dir: str | None = None
 
     @property
     def target_ratio(self) -> float:
@@ -133,6 +134,7 @@ class Comparison:
             ],
             "memory": self.memory,
             "notes": self.notes,
+            "run_dir": self.run_dir,
         }
 
 
@@ -216,7 +218,10 @@ def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
 
             fio_dir = target.new_dir(f"{tag}-fio")
             target.register(fio.write_job_paths(fio_dir, ranks))
-            result = fio.run_fio(fio.write_job(fio_dir, ranks, size, transfer), args.fio)
+            result = fio.run_fio(
+                fio.write_job(fio_dir, ranks, size, transfer, thread=not args.fio_processes),
+                args.fio,
+            )
             target.remove_files(fio.write_job_paths(fio_dir, ranks))
             if result.total_bytes != ranks * size:
                 raise fio.FioError(f"fio wrote {result.total_bytes} B, expected {ranks * size}")
@@ -285,7 +290,14 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
         run_write_burst(pool, target.fs_spec, shards, args.timeout_s)  # untimed: the files
         # Rank i reads what rank i+shift wrote, as the suite's readback does.
         order = [shards[(rank + args.shift) % ranks].path for rank in range(ranks)]
-        job = fio.read_job(order, size, transfer, direct=args.direct, invalidate=True)
+        job = fio.read_job(
+            order,
+            size,
+            transfer,
+            direct=args.direct,
+            invalidate=True,
+            thread=not args.fio_processes,
+        )
         for repeat in range(-args.warmup, args.repeats):
             suite_rate, suite_detail = None, {}
             if run_readback is not None:
@@ -344,7 +356,9 @@ def compare_create(target: Target, args: argparse.Namespace) -> Comparison:
         fio_dir = target.new_dir(f"{tag}-fio")
         paths = fio.create_job_paths(fio_dir, ranks, per_rank)
         target.register(paths)
-        result = fio.run_fio(fio.create_job(fio_dir, ranks, per_rank), args.fio)
+        result = fio.run_fio(
+            fio.create_job(fio_dir, ranks, per_rank, thread=not args.fio_processes), args.fio
+        )
         target.remove_files(paths)
         if result.total_ios != len(paths):
             raise fio.FioError(f"fio created {result.total_ios} files, expected {len(paths)}")
@@ -384,6 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shift", type=int, default=1, help="read: rank i reads rank i+shift")
     parser.add_argument("--direct", action="store_true", help="read: O_DIRECT on both sides")
     parser.add_argument("--timeout-s", type=float, default=600.0, help="default: 600")
+    parser.add_argument(
+        "--fio-processes",
+        action="store_true",
+        help="run fio's jobs as processes (fio's default) instead of threads; see fio.SCHEDULING",
+    )
     parser.add_argument("--fio", default=None, metavar="PATH", help="default: fio on PATH")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the figures here")
     return parser
@@ -414,6 +433,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
     comparison.settings["fs_type"] = target.facts.fs_type
     comparison.settings["fio"] = f"{version[0]}.{version[1]}"
+    comparison.settings["fio_jobs"] = "processes" if args.fio_processes else "threads"
+    comparison.run_dir = target.run_dir
     print(render(comparison))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:

@@ -27,6 +27,17 @@ MIN_VERSION = (3, 1)
 
 JOB_FILENAME_FORMAT = "$jobname.$jobnum.$filenum"
 
+SCHEDULING = """fio jobs run as threads of one fio process (``thread=1``), never as processes.
+
+A fio job process calls setsid(), so with the kernel's autogroup scheduling
+(/proc/sys/kernel/sched_autogroup_enabled = 1, the default on desktop and many server
+kernels) every job becomes its own scheduling group and gets a whole fair share of the CPU
+against every other group on the machine, while the suite's N ranks share the one group of the
+session that started them. On a busy machine that alone gave fio up to twice the suite's
+bandwidth on tmpfs. As threads, fio's jobs share its session's group, as the ranks do.
+``thread=False`` (``--fio-processes``) restores fio's default for machines without autogroup.
+"""
+
 
 class FioError(RuntimeError):
     """fio is missing, too old, or a job failed; the message is one line for the user."""
@@ -68,8 +79,9 @@ def _section(name: str, options: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _common(transfer_bytes: int, direct: bool) -> dict[str, Any]:
+def _common(transfer_bytes: int, direct: bool, thread: bool) -> dict[str, Any]:
     return {
+        "thread": thread,  # see SCHEDULING
         "ioengine": "psync",  # one blocking pwrite/pread per transfer, as the suite's ranks do
         "bs": transfer_bytes,
         "iodepth": 1,
@@ -86,6 +98,7 @@ def write_job(
     transfer_bytes: int,
     *,
     direct: bool = False,
+    thread: bool = True,
     name: str = "write",
 ) -> str:
     """fio's twin of the write burst: ``ranks`` jobs, one new file each, fsync before close.
@@ -95,7 +108,7 @@ def write_job(
     suite cannot do. Buffers are fio's default: random once, ``scramble_buffers`` per write.
     """
     options = {
-        **_common(transfer_bytes, direct),
+        **_common(transfer_bytes, direct, thread),
         "rw": "write",
         "size": bytes_per_rank,
         "nrfiles": 1,
@@ -121,6 +134,7 @@ def read_job(
     *,
     direct: bool = False,
     invalidate: bool = True,
+    thread: bool = True,
     name: str = "read",
 ) -> str:
     """fio's twin of the readback: one job per file, reading the whole file sequentially.
@@ -133,7 +147,7 @@ def read_job(
     text = _section(
         "global",
         {
-            **_common(transfer_bytes, direct),
+            **_common(transfer_bytes, direct, thread),
             "rw": "read",
             "size": bytes_per_file,
             "invalidate": invalidate,
@@ -147,7 +161,13 @@ def read_job(
 
 
 def create_job(
-    directory: str, ranks: int, files_per_rank: int, *, file_bytes: int = 0, name: str = "create"
+    directory: str,
+    ranks: int,
+    files_per_rank: int,
+    *,
+    file_bytes: int = 0,
+    thread: bool = True,
+    name: str = "create",
 ) -> str:
     """fio's file creation storm: ``ranks`` jobs each create and close ``files_per_rank`` files.
 
@@ -156,6 +176,7 @@ def create_job(
     """
     size = max(file_bytes, 1)
     options = {
+        "thread": thread,  # see SCHEDULING
         "ioengine": "filecreate",
         "rw": "read",  # filecreate accounts its creates as reads; nothing is read
         "fallocate": "none",
