@@ -1,0 +1,197 @@
+"""Checklist item 7: restart read tested with resharding (IOR -F -C: readers shifted by a rank).
+
+After a failure every rank loads at once and the cluster idles until the slowest rank has its
+state. Both tests read the files of the latest write round (``campaign``), read-only:
+
+- readback: each rank reads a shard another rank wrote (another node's, with several nodes),
+  after its pages were dropped and their residency measured; a cache-served read fails,
+  except on a memory-backed target, which the report names.
+- resharded restore: M < N ranks (``run.reshard_fraction``) read contiguous slices that span
+  parts of several old files, as a load onto fewer nodes does.
+
+The requirement at this scale is a window, like the write's (``fixtures/plan.py``): every node
+of the cluster loads its own shards at once, so this node must read its bytes within
+``restart.read_s``: required = bytes read / restart.read_s. Every byte read is verified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from fixtures.campaign import TIMEOUT_WINDOWS, WriteCampaign
+from fixtures.plugin import RunState
+from fixtures.readback import ReadResult, run_readback
+from fixtures.report import GateReport, Item, judge
+from fixtures.reshard import run_reshard
+from fixtures.write_burst import ShardFile
+from sizing import Profile, Sizing, format_bytes, format_seconds
+
+
+def _timeout_s(profile: Profile) -> float:
+    """Ten restart windows, or the floor: a rank slower than that counts as hung."""
+    return max(profile.run.timeout_floor_s, TIMEOUT_WINDOWS * profile.restart.read_s)
+
+
+def _direct(run_state: RunState, profile: Profile) -> bool:
+    return bool(run_state.direct or profile.run.direct_io)
+
+
+def _start_gate(campaign: WriteCampaign, timeout_s: float) -> Callable[[bool], bool]:
+    """Every node's readers start together, or none do (as the write rounds do)."""
+    nodes = campaign.nodes
+    return lambda ready: all(nodes.allgather(ready, timeout_s, "the common read start"))
+
+
+def _files_to_read(campaign: WriteCampaign) -> tuple[list[ShardFile], int]:
+    """The latest round's files this node reads, and the reader shift.
+
+    One node: its own files, each read by the next local rank. Several nodes: the next node's
+    files (so this node's cache never held them), read in order.
+    """
+    campaign.rounds()
+    nodes = campaign.nodes
+    if nodes.count > 1:
+        return list(campaign.latest_by_node[(nodes.index + 1) % nodes.count]), 0
+    return list(campaign.latest), 1
+
+
+def _cache_words(result: ReadResult) -> str:
+    if result.memory_backed:
+        return "memory-backed target: its page cache is the storage, residency not gated"
+    if result.resident_fraction is None:
+        return "no page cache on this node to measure (object store)"
+    words = (
+        f"resident {result.resident_fraction * 100:.3g} % before reading "
+        f"({(result.resident_before_drop or 0) * 100:.3g} % before the drop)"
+    )
+    if result.direct:
+        words += "; O_DIRECT"
+    elif result.direct_refused:
+        words += f"; O_DIRECT asked for, not used: {result.direct_refused}"
+    return words
+
+
+def _judge_read(
+    *,
+    id: str,
+    title: str,
+    result: ReadResult,
+    campaign: WriteCampaign,
+    profile: Profile,
+    requirements: Sizing,
+    what: str,
+) -> Item:
+    burst = result.burst
+    read_s = profile.restart.read_s
+    required = burst.total_bytes / read_s
+    slowest = burst.slowest
+    restart = requirements.requirements["restart_read_bytes_per_s"]
+    detail = (
+        f"{profile.name}: {restart.formula}; this node: {format_bytes(burst.total_bytes)} / "
+        f"{read_s:g} s; {what}; slowest rank {slowest.rank} "
+        f"({format_bytes(slowest.bytes)} in {format_seconds(slowest.total_s)}); "
+        f"{_cache_words(result)}; {campaign.plan.scale()}"
+    )
+    item = judge(
+        id=id,
+        title=title,
+        measured=burst.aggregate_bytes_per_s,
+        required=required,
+        unit="B/s",
+        detail=detail,
+        scope=_scope(campaign),
+    )
+    if not result.cache_free:
+        item.passed = False
+        item.detail += (
+            f"; cache-served: {len(result.cache_served)} file(s) were resident in this node's "
+            f"page cache, e.g. {result.cache_served[0]}: the storage was not what was read"
+        )
+    return item
+
+
+def test_restart_readback(
+    campaign: WriteCampaign,
+    run_state: RunState,
+    cluster_profile: Profile,
+    requirements: Sizing,
+    gate: GateReport,
+) -> None:
+    """Checklist 7: every rank reads another rank's shard, uncached, within restart.read_s."""
+    shards, shift = _files_to_read(campaign)
+    timeout_s = _timeout_s(cluster_profile)
+    result = run_readback(
+        campaign.pool,
+        campaign.target.fs_spec,
+        shards,
+        timeout_s,
+        shift=shift,
+        direct=_direct(run_state, cluster_profile),
+        before_start=_start_gate(campaign, timeout_s),
+    )
+    gate.section("read", result.to_json())
+    item = gate.record(
+        _judge_read(
+            id="restart-read",
+            title="restart read bandwidth",
+            result=result,
+            campaign=campaign,
+            profile=cluster_profile,
+            requirements=requirements,
+            what=f"{len(shards)} shards, each read by another rank",
+        )
+    )
+    assert result.burst.total_bytes == sum(s.bytes for s in shards)
+    assert item.passed, item.message
+
+
+def test_resharded_restore(
+    campaign: WriteCampaign,
+    run_state: RunState,
+    cluster_profile: Profile,
+    requirements: Sizing,
+    gate: GateReport,
+) -> None:
+    """Checklist 7: M < N ranks load slices spanning several old files, within restart.read_s."""
+    shards, _ = _files_to_read(campaign)
+    if len(shards) < 2:
+        pytest.skip("one shard on this node: a load onto fewer ranks needs at least two")
+    timeout_s = _timeout_s(cluster_profile)
+    result = run_reshard(
+        campaign.pool,
+        campaign.target.fs_spec,
+        shards,
+        timeout_s,
+        fraction=cluster_profile.run.reshard_fraction,
+        direct=_direct(run_state, cluster_profile),
+        before_start=_start_gate(campaign, timeout_s),
+    )
+    gate.section("reshard", result.to_json())
+    files = result.files_per_rank()
+    item = gate.record(
+        _judge_read(
+            id="resharded-restore",
+            title="resharded restore bandwidth",
+            result=result.read,
+            campaign=campaign,
+            profile=cluster_profile,
+            requirements=requirements,
+            what=f"{result.old_ranks} shards loaded by {result.new_ranks} ranks "
+            f"(run.reshard_fraction {cluster_profile.run.reshard_fraction:g}), "
+            f"{min(files)}-{max(files)} files per new rank",
+        )
+    )
+    assert result.burst.total_bytes == sum(s.bytes for s in shards)
+    assert item.passed, item.message
+
+
+def _scope(campaign: WriteCampaign) -> str:
+    plan = campaign.plan
+    if plan.full_cluster:
+        return f"full cluster played ({plan.cluster_ranks} ranks): the result holds as measured"
+    return (
+        f"{plan.nodes} of {plan.cluster_nodes} nodes played: proves this node's share; the full "
+        "cluster needs the storage to scale with clients, which only a larger run shows"
+    )

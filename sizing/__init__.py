@@ -1,0 +1,86 @@
+"""Pure arithmetic from a cluster profile to storage requirements (SPEC.md).
+
+No I/O beyond reading the profile file, and no pytest, fsspec or numpy imports.
+"""
+
+from sizing.architecture import count_parameters
+from sizing.profile import (
+    SHIPPED_PROFILES,
+    Architecture,
+    CheckpointSpec,
+    ClusterSpec,
+    DcpSpec,
+    FailureSpec,
+    ModelSpec,
+    Parallelism,
+    Profile,
+    ProfileError,
+    RestartSpec,
+    RetentionSpec,
+    RunSpec,
+    dump_profile,
+    load_profile,
+    profile_from_dict,
+    profile_to_dict,
+)
+from sizing.requirements import (
+    Requirement,
+    Sizing,
+    derive,
+    first_order_waste,
+    lost_work_fraction,
+    mtbf_s,
+    sweep,
+    young_interval_s,
+)
+from sizing.shards import ShardDistribution, played_ranks, shard_distribution
+from sizing.units import (
+    UnitError,
+    format_bytes,
+    format_count,
+    format_rate,
+    format_seconds,
+    parse_bytes,
+    parse_count,
+    parse_seconds,
+)
+
+__all__ = [
+    "SHIPPED_PROFILES",
+    "Architecture",
+    "CheckpointSpec",
+    "ClusterSpec",
+    "DcpSpec",
+    "FailureSpec",
+    "ModelSpec",
+    "Parallelism",
+    "Profile",
+    "ProfileError",
+    "Requirement",
+    "RestartSpec",
+    "RetentionSpec",
+    "RunSpec",
+    "ShardDistribution",
+    "Sizing",
+    "UnitError",
+    "count_parameters",
+    "derive",
+    "dump_profile",
+    "first_order_waste",
+    "format_bytes",
+    "format_count",
+    "format_rate",
+    "format_seconds",
+    "load_profile",
+    "lost_work_fraction",
+    "mtbf_s",
+    "parse_bytes",
+    "parse_count",
+    "parse_seconds",
+    "played_ranks",
+    "profile_from_dict",
+    "profile_to_dict",
+    "shard_distribution",
+    "sweep",
+    "young_interval_s",
+]

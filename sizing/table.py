@@ -1,0 +1,115 @@
+"""The sizing as text: the requirements table, its header, and the interval sweep table.
+
+Tables are Markdown pipe tables, so that they paste into a procurement document as they are
+and still read aligned in a terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sizing.profile import Profile
+from sizing.requirements import Sizing
+from sizing.units import (
+    format_bytes,
+    format_count,
+    format_fraction,
+    format_rate,
+    format_seconds,
+    sig3,
+)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Rows under a header, columns padded to their widest cell."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), rule, *(line(row) for row in rows)])
+
+
+def profile_header(profile: Profile, sizing: Sizing) -> str:
+    par = profile.cluster.parallelism
+    dist = sizing.distribution
+    lines = [
+        f"Cluster profile {profile.name}: {profile.description}",
+        f"source: {profile.source}",
+        f"Ψ = {format_count(sizing.parameters)} parameters x {sizing.bytes_per_parameter} "
+        f"B/parameter = {format_bytes(sizing.checkpoint_bytes)}; "
+        f"{format_count(sizing.gpus)} GPUs on {format_count(sizing.nodes)} nodes of "
+        f"{profile.cluster.gpus_per_node}; tp {par.tp} pp {par.pp} dp {par.dp}, "
+        f"ZeRO-{par.zero_stage}; {sizing.mode} checkpoints every "
+        f"{format_seconds(sizing.interval_s)}",
+        f"shard distribution: {sizing.shard_policy}",
+    ]
+    if dist is not None:
+        lines.append(f"shards: {dist.summary()}")
+    if sizing.written_bytes != sizing.checkpoint_bytes:
+        lines.append(
+            f"written per checkpoint: {format_bytes(sizing.written_bytes)} "
+            f"(checkpoint {format_bytes(sizing.checkpoint_bytes)} plus replica copies)"
+        )
+    return "\n".join(lines)
+
+
+def requirements_table(sizing: Sizing) -> str:
+    """requirement | value | formula | derived or measured by."""
+    rows = [
+        (
+            r.title,
+            r.display(),
+            r.formula,
+            f"measured by {r.measured_by}" if r.measured_by else "derived",
+        )
+        for r in sizing.requirements.values()
+    ]
+    return markdown_table(("requirement", "value", "formula", "derived / measured"), rows)
+
+
+def render(profile: Profile, sizing: Sizing) -> str:
+    footer = (
+        "Values are derived from the profile (decimal units, 3 significant digits); "
+        "the acceptance tests named in the last column measure them on the target."
+    )
+    return "\n\n".join([profile_header(profile, sizing), requirements_table(sizing), footer])
+
+
+def sweep_table(rows: Sequence[dict[str, Any]]) -> str:
+    header = (
+        "interval", "", "lost work", "stall budget", "goodput loss", "waste at fixed stall",
+        "sync write", "async persist min", "async persist planned", "create rate",
+    )
+    cells = [
+        (
+            format_seconds(r["interval_s"]),
+            r["label"],
+            format_fraction(r["lost_work_fraction"]),
+            format_seconds(r["stall_budget_s"]),
+            format_fraction(r["goodput_loss_fraction"]),
+            format_fraction(r["waste_at_fixed_stall_fraction"]),
+            format_rate(r["sync_write_bytes_per_s"]),
+            format_rate(r["async_persist_min_bytes_per_s"]),
+            format_rate(r["async_persist_planned_bytes_per_s"]),
+            f"{sig3(r['create_rate_per_s'])} /s",
+        )
+        for r in rows
+    ]
+    return markdown_table(header, cells)
+
+
+def render_sweep(profile: Profile, sizing: Sizing, rows: Sequence[dict[str, Any]]) -> str:
+    intro = (
+        f"Cluster profile {profile.name}: interval sweep at overhead budget "
+        f"{format_fraction(profile.checkpoint.overhead_budget)}, MTBF "
+        f"{format_seconds(sizing.mtbf_s)}, {format_bytes(sizing.written_bytes)} per checkpoint; "
+        f"Young's optimum {format_seconds(sizing.optimal_interval_s)} for a "
+        f"{format_seconds(sizing.stall_budget_s)} stall.\n"
+        "goodput loss: lost work + the overhead budget (the stall budget scales with the "
+        "interval); waste at fixed stall: lost work + a "
+        f"{format_seconds(sizing.stall_budget_s)} stall per checkpoint (Young 1974)"
+    )
+    return intro + "\n\n" + sweep_table(rows)
