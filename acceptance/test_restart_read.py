@@ -101,7 +101,7 @@ def _judge_read(
         required=required,
         unit="B/s",
         detail=detail,
-        scope=_scope(campaign),
+        scope=campaign.plan.scope(),
     )
     if not result.cache_free:
         item.passed = False
@@ -185,13 +185,3 @@ def test_resharded_restore(
     )
     assert result.burst.total_bytes == sum(s.bytes for s in shards)
     assert item.passed, item.message
-
-
-def _scope(campaign: WriteCampaign) -> str:
-    plan = campaign.plan
-    if plan.full_cluster:
-        return f"full cluster played ({plan.cluster_ranks} ranks): the result holds as measured"
-    return (
-        f"{plan.nodes} of {plan.cluster_nodes} nodes played: proves this node's share; the full "
-        "cluster needs the storage to scale with clients, which only a larger run shows"
-    )

@@ -43,7 +43,7 @@ def test_write_burst_rounds(benchmark, campaign: WriteCampaign, gate: GateReport
             "capped": campaign.plan.capped,
         },
     )
-    assert worst.total_bytes == campaign.plan.played_bytes
+    assert worst.total_bytes == campaign.played_bytes
 
 
 def test_load_generator_outruns_target(campaign: WriteCampaign, gate: GateReport) -> None:
@@ -70,8 +70,8 @@ def test_checkpoint_bytes_on_target(
     """Checklist 1: the target holds the bytes the plan says, measured on the target."""
     campaign.rounds()
     fs = campaign.target.fs
-    on_target = sum(fs.size(shard.path) for shard in campaign.latest)
-    expected = campaign.plan.played_bytes
+    on_target = sum(fs.size(shard.path) for shard in campaign.latest_all)
+    expected = campaign.played_bytes
     model = cluster_profile.model
     item = gate.record(
         Item(
@@ -84,8 +84,8 @@ def test_checkpoint_bytes_on_target(
             better="higher",
             detail=f"{cluster_profile.name}: Ψ·K = {requirements.parameters:.4g} x "
             f"{model.bytes_per_parameter} = {format_bytes(requirements.checkpoint_bytes)} in "
-            f"all; {len(campaign.latest)} files of this node's shards; {campaign.plan.scale()}",
-            scope=_scope(campaign),
+            f"all; {len(campaign.latest_all)} files of the played shards; {campaign.plan.scale()}",
+            scope=campaign.plan.scope(),
         )
     )
     assert item.passed, item.message
@@ -118,7 +118,7 @@ def test_sync_stall(
         unit="s",
         better="lower",
         detail=detail,
-        scope=_scope(campaign),
+        scope=campaign.plan.scope(),
     )
     if checkpoint.mode == "async":
         item.passed = None
@@ -130,7 +130,7 @@ def test_sync_stall(
 def test_async_persist(
     campaign: WriteCampaign, cluster_profile: Profile, requirements: Sizing, gate: GateReport
 ) -> None:
-    """Checklist 5: this node's shards persist within interval / headroom.
+    """Checklist 5: the played shards persist within interval / headroom.
 
     The full cluster's nodes persist together, so each node must move its own bytes within
     the same window: required = played bytes x headroom / interval. Below the minimum (no
@@ -140,13 +140,13 @@ def test_async_persist(
     if checkpoint.mode != "async":
         pytest.skip("checkpoint.mode is sync: the sync stall test gates the save")
     worst = campaign.worst()
-    played = campaign.plan.played_bytes
+    played = campaign.played_bytes
     minimum = played / checkpoint.interval_s
     planned = minimum * checkpoint.async_headroom
     measured = worst.aggregate_bytes_per_s
     planned_req = requirements.requirements["async_persist_planned_bytes_per_s"]
     detail = (
-        f"{cluster_profile.name}: {planned_req.formula}; this node: "
+        f"{cluster_profile.name}: {planned_req.formula}; this run: "
         f"{format_bytes(played)} / {checkpoint.interval_s:g} s x {checkpoint.async_headroom:g} "
         f"headroom; slowest round of {len(campaign.rounds())}; {campaign.plan.scale()}"
     )
@@ -157,7 +157,7 @@ def test_async_persist(
         required=planned,
         unit="B/s",
         detail=detail,
-        scope=_scope(campaign),
+        scope=campaign.plan.scope(),
     )
     if not item.passed and measured >= minimum:
         item.detail += (
@@ -166,13 +166,3 @@ def test_async_persist(
         )
     gate.record(item)
     assert item.passed, item.message
-
-
-def _scope(campaign: WriteCampaign) -> str:
-    plan = campaign.plan
-    if plan.full_cluster:
-        return f"full cluster played ({plan.cluster_ranks} ranks): the result holds as measured"
-    return (
-        f"{plan.nodes} of {plan.cluster_nodes} nodes played: proves this node's share; the full "
-        "cluster needs the storage to scale with clients, which only a larger run shows"
-    )

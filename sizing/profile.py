@@ -371,7 +371,11 @@ def _build(ctx: _Context, cls: type, raw: Any, path: str) -> Any:
     for key, f in known.items():
         sub = _join(path, key)
         if key in raw:
-            kwargs[f.name] = _read_field(ctx, f, hints[f.name], raw[key], sub)
+            value = raw[key]
+            if dataclasses.is_dataclass(f.default) and isinstance(value, dict):
+                # A partial section fills in from the field's default (dcp.architecture).
+                value = {**_dump(f.default), **value}
+            kwargs[f.name] = _read_field(ctx, f, hints[f.name], value, sub)
         elif f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             continue
         elif _unwrap_optional(hints[f.name])[1]:
@@ -402,19 +406,23 @@ def _cross_check(ctx: _Context, profile: Profile) -> None:
             "allowed: model.parameters (e.g. 405e9), or model.architecture "
             "(hidden, ffn_hidden, layers, heads, kv_heads, vocab), or both"
         )
-    for arch_path, arch in (("model.architecture", model.architecture),
-                            ("dcp.architecture", profile.dcp.architecture)):
+    for arch_path, arch in (
+        ("model.architecture", model.architecture),
+        ("dcp.architecture", profile.dcp.architecture),
+    ):
         if arch is None:
             continue
         if arch.hidden % arch.heads:
             raise ctx.error(
-                f"{arch_path}.hidden", arch.hidden,
+                f"{arch_path}.hidden",
+                arch.hidden,
                 f"not a multiple of {arch_path}.heads ({arch.heads})",
                 "hidden divisible by heads (head_dim = hidden / heads)",
             )
         if arch.heads % arch.kv_heads:
             raise ctx.error(
-                f"{arch_path}.kv_heads", arch.kv_heads,
+                f"{arch_path}.kv_heads",
+                arch.kv_heads,
                 f"does not divide {arch_path}.heads ({arch.heads})",
                 "a divisor of heads (grouped-query attention)",
             )
@@ -432,7 +440,8 @@ def _cross_check(ctx: _Context, profile: Profile) -> None:
         )
     if model.architecture is not None and par.pp > model.architecture.layers:
         raise ctx.error(
-            "cluster.parallelism.pp", par.pp,
+            "cluster.parallelism.pp",
+            par.pp,
             f"more pipeline stages than model.architecture.layers ({model.architecture.layers})",
             "pp <= layers",
         )
@@ -525,7 +534,9 @@ def _locate(name_or_path: str | Path) -> tuple[str, str, str]:
 
 
 def profile_from_dict(
-    raw: dict[str, Any], source: str = "<dict>", overrides: typing.Iterable[str] = (),
+    raw: dict[str, Any],
+    source: str = "<dict>",
+    overrides: typing.Iterable[str] = (),
     default_name: str = "profile",
 ) -> Profile:
     """Validate a raw mapping (as YAML gives it), with overrides applied on top."""

@@ -23,6 +23,7 @@ from sizing.units import (
     format_fraction,
     format_rate,
     format_seconds,
+    plural,
     sig3,
 )
 
@@ -265,78 +266,215 @@ def _requirements(
     counted = profile.model.parameters is None
     psi_text = format_count(v["parameters"])
     rows = [
-        ("parameters", "Parameters (Ψ)", "parameters",
-         "counted from model.architecture" if counted else "model.parameters",
-         "SPEC.md counting rule; Llama 3 shapes (Meta, 2024)" if counted else SRC_SPEC, None),
-        ("checkpoint_bytes", "Checkpoint size", "B",
-         f"{psi_text} parameters x {v['bytes_per_parameter']} B/parameter",
-         SRC_ZERO, TEST_CHECKPOINT_BYTES),
-        ("weights_only_bytes", "Weights-only (bf16) size", "B",
-         f"{psi_text} parameters x 2 B/parameter", SRC_SPEC, None),
-        ("written_bytes", "Bytes written per checkpoint", "B",
-         f"sum of per-rank shards (replicas_write {profile.cluster.parallelism.replicas_write})"
-         + (f"; {ckpt_b} checkpoint + replica copies" if duplicates else ""),
-         SRC_ZERO, TEST_WRITE_BURST),
-        ("mean_shard_bytes", "Mean shard per rank", "B",
-         f"{written_b} / {format_count(v['gpus'])} GPUs", SRC_SPEC, None),
-        ("largest_shard_bytes", "Largest shard per rank", "B",
-         _rank_position(dist, dist.largest_rank), "shard distribution (sizing.shards)", None),
-        ("smallest_shard_bytes", "Smallest shard per rank", "B",
-         _rank_position(dist, dist.per_rank_bytes.index(dist.smallest_bytes)),
-         "shard distribution (sizing.shards)", None),
-        ("per_node_bytes", "Mean bytes per node", "B",
-         f"{written_b} / {format_count(v['nodes'])} nodes", SRC_SPEC, None),
-        ("largest_node_bytes", "Largest node's bytes", "B",
-         f"sum of {profile.cluster.gpus_per_node} ranks' shards on the largest node",
-         "shard distribution (sizing.shards)", None),
-        ("mtbf_s", "Job MTBF", "s",
-         f"{s(fail.window_s)} / {fail.interruptions} interruptions x "
-         f"{format_count(fail.observed_gpus)} observed GPUs / {format_count(v['gpus'])} GPUs",
-         SRC_LLAMA3, None),
+        (
+            "parameters",
+            "Parameters (Ψ)",
+            "parameters",
+            "counted from model.architecture" if counted else "model.parameters",
+            "SPEC.md counting rule; Llama 3 shapes (Meta, 2024)" if counted else SRC_SPEC,
+            None,
+        ),
+        (
+            "checkpoint_bytes",
+            "Checkpoint size",
+            "B",
+            f"{psi_text} parameters x {v['bytes_per_parameter']} B/parameter",
+            SRC_ZERO,
+            TEST_CHECKPOINT_BYTES,
+        ),
+        (
+            "weights_only_bytes",
+            "Weights-only (bf16) size",
+            "B",
+            f"{psi_text} parameters x 2 B/parameter",
+            SRC_SPEC,
+            None,
+        ),
+        (
+            "written_bytes",
+            "Bytes written per checkpoint",
+            "B",
+            f"sum of per-rank shards (replicas_write {profile.cluster.parallelism.replicas_write})"
+            + (f"; {ckpt_b} checkpoint + replica copies" if duplicates else ""),
+            SRC_ZERO,
+            TEST_WRITE_BURST,
+        ),
+        (
+            "mean_shard_bytes",
+            "Mean shard per rank",
+            "B",
+            f"{written_b} / {plural(v['gpus'], 'GPU')}",
+            SRC_SPEC,
+            None,
+        ),
+        (
+            "largest_shard_bytes",
+            "Largest shard per rank",
+            "B",
+            _rank_position(dist, dist.largest_rank),
+            "shard distribution (sizing.shards)",
+            None,
+        ),
+        (
+            "smallest_shard_bytes",
+            "Smallest shard per rank",
+            "B",
+            _rank_position(dist, dist.per_rank_bytes.index(dist.smallest_bytes)),
+            "shard distribution (sizing.shards)",
+            None,
+        ),
+        (
+            "per_node_bytes",
+            "Mean bytes per node",
+            "B",
+            f"{written_b} / {plural(v['nodes'], 'node')}",
+            SRC_SPEC,
+            None,
+        ),
+        (
+            "largest_node_bytes",
+            "Largest node's bytes",
+            "B",
+            f"sum of {profile.cluster.gpus_per_node} ranks' shards on the largest node",
+            "shard distribution (sizing.shards)",
+            None,
+        ),
+        (
+            "mtbf_s",
+            "Job MTBF",
+            "s",
+            f"{s(fail.window_s)} / {fail.interruptions} interruptions x "
+            f"{format_count(fail.observed_gpus)} observed GPUs / {format_count(v['gpus'])} GPUs",
+            SRC_LLAMA3,
+            None,
+        ),
         ("interval_s", "Checkpoint interval (T)", "s", "checkpoint.interval_s", SRC_SPEC, None),
-        ("lost_work_fraction", "Lost work at T", "fraction",
-         f"({s(v['interval_s'])} / 2 + {s(v['restart_s'])} restart) / {s(v['mtbf_s'])} MTBF",
-         f"{SRC_SPEC}, first order", None),
-        ("optimal_interval_s", "Young's optimal interval", "s",
-         f"sqrt(2 x {s(v['stall_budget_s'])} stall x {s(v['mtbf_s'])} MTBF)", SRC_YOUNG, None),
-        ("stall_budget_s", "Stall budget per checkpoint", "s",
-         f"{format_fraction(ckpt.overhead_budget)} overhead budget x {s(v['interval_s'])}",
-         SRC_SPEC, None),
-        ("goodput_loss_fraction", "Goodput loss (lost work + stalls)", "fraction",
-         f"{format_fraction(v['lost_work_fraction'])} lost work + "
-         f"{format_fraction(ckpt.overhead_budget)} stall"
-         + (f"; budget {format_fraction(ckpt.goodput_budget)}" if ckpt.goodput_budget else ""),
-         SRC_YOUNG, None),
-        ("sync_write_bytes_per_s", "Sync write bandwidth (aggregate)", "B/s",
-         f"{written_b} / {s(v['stall_budget_s'])} stall budget", SRC_SPEC, TEST_WRITE_BURST),
-        ("sync_write_bytes_per_s_per_node", "Sync write bandwidth per node", "B/s",
-         f"{b(v['largest_node_bytes'])} largest node / {s(v['stall_budget_s'])} stall budget",
-         SRC_SPEC, TEST_WRITE_BURST),
-        ("sync_write_bytes_per_s_per_rank", "Sync write bandwidth per rank", "B/s",
-         f"{b(v['largest_shard_bytes'])} largest shard / {s(v['stall_budget_s'])} stall budget",
-         SRC_SPEC, TEST_WRITE_BURST),
-        ("async_persist_min_bytes_per_s", "Async persist bandwidth (minimum)", "B/s",
-         f"{written_b} / {s(v['interval_s'])}", SRC_SPEC, TEST_WRITE_BURST),
-        ("async_persist_planned_bytes_per_s", "Async persist bandwidth (planned)", "B/s",
-         f"{written_b} / {s(v['interval_s'])} x {headroom}", SRC_SPEC, TEST_WRITE_BURST),
-        ("staging_bytes_per_node", "Host staging memory per node", "B",
-         f"{b(v['largest_node_bytes'])} largest node x {ckpt.staging_buffers} staging "
-         f"buffer{'s' if ckpt.staging_buffers != 1 else ''}",
-         f"{SRC_SPEC}; PyTorch DCP async_save stages to CPU memory", None),
-        ("files_per_checkpoint", "Files per checkpoint", "files",
-         f"{format_count(v['gpus'])} GPUs x {ckpt.files_per_rank} file/rank + 1 .metadata",
-         SRC_DCP, TEST_METADATA_STORM),
-        ("create_window_s", "File-create window", "s",
-         f"{s(v['stall_budget_s'])} stall budget (sync)" if ckpt.mode == "sync"
-         else f"{s(v['interval_s'])} / {headroom} (async)", SRC_SPEC, None),
-        ("create_rate_per_s", "File-create rate", "1/s",
-         f"{format_count(v['files_per_checkpoint'])} files / {s(v['create_window_s'])}",
-         SRC_SPEC, TEST_METADATA_STORM),
-        ("restart_read_bytes_per_s", "Restart read bandwidth", "B/s",
-         f"{ckpt_b} / {s(v['restart_read_s'])} restart.read_s", SRC_SPEC, TEST_RESTART_READ),
-        ("retained_bytes", "Retained capacity (hot tier)", "B",
-         f"{written_b} x {profile.retention.count} checkpoints x "
-         f"(1 + {profile.retention.protection_overhead:g} protection)", SRC_SPEC, TEST_RETENTION),
+        (
+            "lost_work_fraction",
+            "Lost work at T",
+            "fraction",
+            f"({s(v['interval_s'])} / 2 + {s(v['restart_s'])} restart) / {s(v['mtbf_s'])} MTBF",
+            f"{SRC_SPEC}, first order",
+            None,
+        ),
+        (
+            "optimal_interval_s",
+            "Young's optimal interval",
+            "s",
+            f"sqrt(2 x {s(v['stall_budget_s'])} stall x {s(v['mtbf_s'])} MTBF)",
+            SRC_YOUNG,
+            None,
+        ),
+        (
+            "stall_budget_s",
+            "Stall budget per checkpoint",
+            "s",
+            f"{format_fraction(ckpt.overhead_budget)} overhead budget x {s(v['interval_s'])}",
+            SRC_SPEC,
+            None,
+        ),
+        (
+            "goodput_loss_fraction",
+            "Goodput loss (lost work + stalls)",
+            "fraction",
+            f"{format_fraction(v['lost_work_fraction'])} lost work + "
+            f"{format_fraction(ckpt.overhead_budget)} stall"
+            + (f"; budget {format_fraction(ckpt.goodput_budget)}" if ckpt.goodput_budget else ""),
+            SRC_YOUNG,
+            None,
+        ),
+        (
+            "sync_write_bytes_per_s",
+            "Sync write bandwidth (aggregate)",
+            "B/s",
+            f"{written_b} / {s(v['stall_budget_s'])} stall budget",
+            SRC_SPEC,
+            TEST_WRITE_BURST,
+        ),
+        (
+            "sync_write_bytes_per_s_per_node",
+            "Sync write bandwidth per node",
+            "B/s",
+            f"{b(v['largest_node_bytes'])} largest node / {s(v['stall_budget_s'])} stall budget",
+            SRC_SPEC,
+            TEST_WRITE_BURST,
+        ),
+        (
+            "sync_write_bytes_per_s_per_rank",
+            "Sync write bandwidth per rank",
+            "B/s",
+            f"{b(v['largest_shard_bytes'])} largest shard / {s(v['stall_budget_s'])} stall budget",
+            SRC_SPEC,
+            TEST_WRITE_BURST,
+        ),
+        (
+            "async_persist_min_bytes_per_s",
+            "Async persist bandwidth (minimum)",
+            "B/s",
+            f"{written_b} / {s(v['interval_s'])}",
+            SRC_SPEC,
+            TEST_WRITE_BURST,
+        ),
+        (
+            "async_persist_planned_bytes_per_s",
+            "Async persist bandwidth (planned)",
+            "B/s",
+            f"{written_b} / {s(v['interval_s'])} x {headroom}",
+            SRC_SPEC,
+            TEST_WRITE_BURST,
+        ),
+        (
+            "staging_bytes_per_node",
+            "Host staging memory per node",
+            "B",
+            f"{b(v['largest_node_bytes'])} largest node x {ckpt.staging_buffers} staging "
+            f"buffer{'s' if ckpt.staging_buffers != 1 else ''}",
+            f"{SRC_SPEC}; PyTorch DCP async_save stages to CPU memory",
+            None,
+        ),
+        (
+            "files_per_checkpoint",
+            "Files per checkpoint",
+            "files",
+            f"{format_count(v['gpus'])} GPUs x {ckpt.files_per_rank} file/rank + 1 .metadata",
+            SRC_DCP,
+            TEST_METADATA_STORM,
+        ),
+        (
+            "create_window_s",
+            "File-create window",
+            "s",
+            f"{s(v['stall_budget_s'])} stall budget (sync)"
+            if ckpt.mode == "sync"
+            else f"{s(v['interval_s'])} / {headroom} (async)",
+            SRC_SPEC,
+            None,
+        ),
+        (
+            "create_rate_per_s",
+            "File-create rate",
+            "1/s",
+            f"{format_count(v['files_per_checkpoint'])} files / {s(v['create_window_s'])}",
+            SRC_SPEC,
+            TEST_METADATA_STORM,
+        ),
+        (
+            "restart_read_bytes_per_s",
+            "Restart read bandwidth",
+            "B/s",
+            f"{ckpt_b} / {s(v['restart_read_s'])} restart.read_s",
+            SRC_SPEC,
+            TEST_RESTART_READ,
+        ),
+        (
+            "retained_bytes",
+            "Retained capacity (hot tier)",
+            "B",
+            f"{written_b} x {profile.retention.count} checkpoints x "
+            f"(1 + {profile.retention.protection_overhead:g} protection)",
+            SRC_SPEC,
+            TEST_RETENTION,
+        ),
     ]
     return {
         name: Requirement(name, title, v[name], unit, formula, source, measured_by)
@@ -369,19 +507,22 @@ def sweep(profile: Profile, intervals_s: list[float] | None = None) -> list[dict
             label = "chosen"
         elif math.isclose(interval, base.optimal_interval_s):
             label = "Young"
-        rows.append({
-            "interval_s": interval,
-            "label": label,
-            "lost_work_fraction": lost,
-            "stall_budget_s": stall,
-            "goodput_loss_fraction": lost + ckpt.overhead_budget,
-            "waste_at_fixed_stall_fraction": first_order_waste(
-                interval, base.stall_budget_s, fail.restart_s, base.mtbf_s
-            ),
-            "sync_write_bytes_per_s": base.written_bytes / stall,
-            "async_persist_min_bytes_per_s": base.written_bytes / interval,
-            "async_persist_planned_bytes_per_s": base.written_bytes / interval
-            * ckpt.async_headroom,
-            "create_rate_per_s": base.files_per_checkpoint / window,
-        })
+        rows.append(
+            {
+                "interval_s": interval,
+                "label": label,
+                "lost_work_fraction": lost,
+                "stall_budget_s": stall,
+                "goodput_loss_fraction": lost + ckpt.overhead_budget,
+                "waste_at_fixed_stall_fraction": first_order_waste(
+                    interval, base.stall_budget_s, fail.restart_s, base.mtbf_s
+                ),
+                "sync_write_bytes_per_s": base.written_bytes / stall,
+                "async_persist_min_bytes_per_s": base.written_bytes / interval,
+                "async_persist_planned_bytes_per_s": base.written_bytes
+                / interval
+                * ckpt.async_headroom,
+                "create_rate_per_s": base.files_per_checkpoint / window,
+            }
+        )
     return rows

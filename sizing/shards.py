@@ -158,7 +158,7 @@ def stage_parameters(profile: Profile) -> tuple[list[int], str]:
     spread = "/".join(str(n) for n in sorted(set(layer_counts), reverse=True))
     note = (
         f"architecture: embedding on stage 0, head on stage {pp - 1}, "
-        f"{arch.layers} layers over {pp} stages ({spread} per stage)"
+        f"{arch.layers} layers over {pp} stage{'s' if pp > 1 else ''} ({spread} per stage)"
     )
     scaled = _scale_exact(raw, psi)
     if sum(raw) != psi:

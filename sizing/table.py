@@ -17,6 +17,7 @@ from sizing.units import (
     format_fraction,
     format_rate,
     format_seconds,
+    plural,
     sig3,
 )
 
@@ -40,7 +41,7 @@ def profile_header(profile: Profile, sizing: Sizing) -> str:
         f"source: {profile.source}",
         f"Ψ = {format_count(sizing.parameters)} parameters x {sizing.bytes_per_parameter} "
         f"B/parameter = {format_bytes(sizing.checkpoint_bytes)}; "
-        f"{format_count(sizing.gpus)} GPUs on {format_count(sizing.nodes)} nodes of "
+        f"{plural(sizing.gpus, 'GPU')} on {plural(sizing.nodes, 'node')} of "
         f"{profile.cluster.gpus_per_node}; tp {par.tp} pp {par.pp} dp {par.dp}, "
         f"ZeRO-{par.zero_stage}; {sizing.mode} checkpoints every "
         f"{format_seconds(sizing.interval_s)}",
@@ -80,8 +81,16 @@ def render(profile: Profile, sizing: Sizing) -> str:
 
 def sweep_table(rows: Sequence[dict[str, Any]]) -> str:
     header = (
-        "interval", "", "lost work", "stall budget", "goodput loss", "waste at fixed stall",
-        "sync write", "async persist min", "async persist planned", "create rate",
+        "interval",
+        "",
+        "lost work",
+        "stall budget",
+        "goodput loss",
+        "waste at fixed stall",
+        "sync write",
+        "async persist min",
+        "async persist planned",
+        "create rate",
     )
     cells = [
         (

@@ -66,7 +66,11 @@ _SECOND_UNITS: dict[str, float] = {
 _SECONDS_ALLOWED = "a number of seconds, or a number with a unit ms, s, min, h, d, e.g. '10 min'"
 
 _COUNT_SUFFIXES: dict[str, int] = {
-    "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "p": 10**15,
 }
 _COUNT_ALLOWED = (
     "a whole number, e.g. 405000000000, '405e9' or '405 G' (suffixes k, M, G, T, P are decimal)"
@@ -193,7 +197,8 @@ def sig3(x: float) -> str:
         return f"{rounded:.1f}"
     if magnitude >= 1:
         return f"{rounded:.2f}"
-    return f"{rounded:.3g}"
+    decimals = 2 - math.floor(math.log10(magnitude))
+    return f"{rounded:.{decimals}f}"
 
 
 _DECIMAL_PREFIXES = ("", "k", "M", "G", "T", "P", "E")
@@ -209,6 +214,11 @@ def _scaled(x: float) -> tuple[str, str]:
         rounded /= 1000
         index += 1
     return sig3(rounded), _DECIMAL_PREFIXES[index]
+
+
+def plural(n: float, noun: str) -> str:
+    """'1 node', '2,048 nodes': a count with its noun."""
+    return f"{format_count(n)} {noun}{'' if n == 1 else 's'}"
 
 
 def format_bytes(n: float) -> str:

@@ -5,12 +5,15 @@ import pytest
 from sizing.architecture import count_parameters, layer_parameters
 from sizing.profile import Architecture
 
-LLAMA3_8B = Architecture(hidden=4096, ffn_hidden=14336, layers=32, heads=32, kv_heads=8,
-                         vocab=128256)
-LLAMA3_70B = Architecture(hidden=8192, ffn_hidden=28672, layers=80, heads=64, kv_heads=8,
-                          vocab=128256)
-LLAMA3_405B = Architecture(hidden=16384, ffn_hidden=53248, layers=126, heads=128, kv_heads=8,
-                           vocab=128256)
+LLAMA3_8B = Architecture(
+    hidden=4096, ffn_hidden=14336, layers=32, heads=32, kv_heads=8, vocab=128256
+)
+LLAMA3_70B = Architecture(
+    hidden=8192, ffn_hidden=28672, layers=80, heads=64, kv_heads=8, vocab=128256
+)
+LLAMA3_405B = Architecture(
+    hidden=16384, ffn_hidden=53248, layers=126, heads=128, kv_heads=8, vocab=128256
+)
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,10 @@ def test_405b_profile_is_spec_md():
     par = p.cluster.parallelism
     assert (par.tp, par.pp, par.dp, par.zero_stage, par.replicas_write) == (8, 16, 128, 1, "spread")
     assert (p.failures.interruptions, p.failures.observed_gpus, p.failures.restart_s) == (
-        419, 16384, 0.0)
+        419,
+        16384,
+        0.0,
+    )
     c = p.checkpoint
     assert (c.interval_s, c.overhead_budget, c.mode, c.async_headroom) == (600, 0.01, "async", 2.5)
     assert (c.staging_buffers, c.files_per_rank, p.restart.read_s) == (1, 1, 120)
@@ -74,8 +77,15 @@ def test_tmpfs_run_section_uses_units():
 
 
 def test_overrides_apply_with_units():
-    p = load_profile("405b", overrides=["checkpoint.interval_s=10 min", "failures.window_days=27",
-                                         "run.shard_bytes_cap=1 GiB", "checkpoint.mode=sync"])
+    p = load_profile(
+        "405b",
+        overrides=[
+            "checkpoint.interval_s=10 min",
+            "failures.window_days=27",
+            "run.shard_bytes_cap=1 GiB",
+            "checkpoint.mode=sync",
+        ],
+    )
     assert p.checkpoint.interval_s == 600.0
     assert p.failures.window_s == 27 * DAY_S
     assert p.run.shard_bytes_cap == 2**30
@@ -91,6 +101,12 @@ def test_override_can_drop_parameters_and_count_from_architecture():
 def test_override_adds_an_architecture():
     p = load_profile("7b", overrides=["model.architecture.hidden=8192"])
     assert p.model.architecture.hidden == 8192
+
+
+def test_partial_section_fills_in_from_its_default():
+    p = load_profile("tmpfs", overrides=["dcp.architecture.layers=2", "dcp.world_size=4"])
+    assert p.dcp.architecture.layers == 2 and p.dcp.architecture.hidden == 512
+    assert p.dcp.world_size == 4 and p.dcp.checkpointer == "thread"
 
 
 def test_window_days_accepts_a_unit_string(tmp_path):
@@ -144,8 +160,11 @@ def test_wrong_type_names_value_and_allowed(tmp_path):
         ("checkpoint.overhead_budget=0", "checkpoint.overhead_budget", "in (0, 1)"),
         ("checkpoint.async_headroom=0.5", "checkpoint.async_headroom", ">= 1"),
         ("checkpoint.mode=fast", "checkpoint.mode", "one of sync, async"),
-        ("cluster.parallelism.replicas_write=some", "cluster.parallelism.replicas_write",
-         "one of one, all, spread"),
+        (
+            "cluster.parallelism.replicas_write=some",
+            "cluster.parallelism.replicas_write",
+            "one of one, all, spread",
+        ),
         ("cluster.parallelism.zero_stage=4", "cluster.parallelism.zero_stage", "in [0, 3]"),
         ("run.direct_io=maybe", "run.direct_io", "true or false"),
         ("run.transfer_bytes=4k", "run.transfer_bytes", "MiB"),
@@ -240,8 +259,11 @@ def raw_profiles(draw):
     if "parameters" not in model or draw(st.booleans()):
         heads = draw(st.sampled_from([4, 8]))
         model["architecture"] = {
-            "hidden": heads * draw(st.integers(1, 64)), "ffn_hidden": draw(st.integers(1, 999)),
-            "layers": draw(st.integers(pp, 40)), "heads": heads, "kv_heads": heads // 2,
+            "hidden": heads * draw(st.integers(1, 64)),
+            "ffn_hidden": draw(st.integers(1, 999)),
+            "layers": draw(st.integers(pp, 40)),
+            "heads": heads,
+            "kv_heads": heads // 2,
             "vocab": draw(st.integers(1, 10**5)),
         }
     replicas = draw(st.sampled_from(["one", "all", "spread"]))
@@ -249,32 +271,59 @@ def raw_profiles(draw):
         "name": draw(st.text("abcdefgh0123456789-", min_size=1, max_size=8)),
         "description": draw(st.text(max_size=20)),
         "model": model,
-        "cluster": {"gpus": gpus, "gpus_per_node": draw(st.sampled_from([1, tp])),
-                    "parallelism": {"tp": tp, "pp": pp, "dp": dp,
-                                    "zero_stage": draw(st.integers(0, 3)),
-                                    "replicas_write": replicas}},
-        "failures": {"interruptions": draw(st.integers(1, 10**4)),
-                     "window_days": draw(st.one_of(st.floats(0.01, 1000), st.just("54 d"),
-                                                   st.just("36 h"))),
-                     "observed_gpus": draw(st.integers(1, 10**5)),
-                     "restart_s": draw(st.floats(0, 10**4))},
-        "checkpoint": {"interval_s": draw(st.one_of(st.floats(1, 10**5), st.just("10 min"))),
-                       "overhead_budget": draw(st.floats(0.001, 0.5)), "mode": "async",
-                       "async_headroom": draw(st.floats(1, 4)), "staging_buffers": 2,
-                       "files_per_rank": draw(st.integers(1, 4))},
+        "cluster": {
+            "gpus": gpus,
+            "gpus_per_node": draw(st.sampled_from([1, tp])),
+            "parallelism": {
+                "tp": tp,
+                "pp": pp,
+                "dp": dp,
+                "zero_stage": draw(st.integers(0, 3)),
+                "replicas_write": replicas,
+            },
+        },
+        "failures": {
+            "interruptions": draw(st.integers(1, 10**4)),
+            "window_days": draw(st.one_of(st.floats(0.01, 1000), st.just("54 d"), st.just("36 h"))),
+            "observed_gpus": draw(st.integers(1, 10**5)),
+            "restart_s": draw(st.floats(0, 10**4)),
+        },
+        "checkpoint": {
+            "interval_s": draw(st.one_of(st.floats(1, 10**5), st.just("10 min"))),
+            "overhead_budget": draw(st.floats(0.001, 0.5)),
+            "mode": "async",
+            "async_headroom": draw(st.floats(1, 4)),
+            "staging_buffers": 2,
+            "files_per_rank": draw(st.integers(1, 4)),
+        },
         "restart": {"read_s": draw(st.floats(1, 1000))},
-        "retention": {"count": draw(st.integers(1, 20)),
-                      "protection_overhead": draw(st.floats(0, 2))},
+        "retention": {
+            "count": draw(st.integers(1, 20)),
+            "protection_overhead": draw(st.floats(0, 2)),
+        },
     }
     if draw(st.booleans()):
         raw["checkpoint"]["goodput_budget"] = draw(st.floats(0.01, 0.5))
     if draw(st.booleans()):
-        raw["run"] = {"transfer_bytes": "4 MiB", "shard_bytes_cap": draw(st.integers(1, 10**12)),
-                      "max_reader_slowdown": 0.25, "direct_io": True}
+        raw["run"] = {
+            "transfer_bytes": "4 MiB",
+            "shard_bytes_cap": draw(st.integers(1, 10**12)),
+            "max_reader_slowdown": 0.25,
+            "direct_io": True,
+        }
     if draw(st.booleans()):
-        raw["dcp"] = {"world_size": 4, "checkpointer": "process",
-                      "architecture": {"hidden": 64, "ffn_hidden": 128, "layers": 2, "heads": 4,
-                                       "kv_heads": 4, "vocab": 1000}}
+        raw["dcp"] = {
+            "world_size": 4,
+            "checkpointer": "process",
+            "architecture": {
+                "hidden": 64,
+                "ffn_hidden": 128,
+                "layers": 2,
+                "heads": 4,
+                "kv_heads": 4,
+                "vocab": 1000,
+            },
+        }
     return raw
 
 

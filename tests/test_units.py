@@ -78,8 +78,16 @@ def test_parse_bytes_rejects_with_where_value_and_allowed(text):
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [(120, 120.0), ("120", 120.0), ("120 s", 120.0), ("10 min", 600.0), ("2 h", 7200.0),
-     ("54 d", 54 * DAY_S), ("590 ms", 0.59), (0.5, 0.5)],
+    [
+        (120, 120.0),
+        ("120", 120.0),
+        ("120 s", 120.0),
+        ("10 min", 600.0),
+        ("2 h", 7200.0),
+        ("54 d", 54 * DAY_S),
+        ("590 ms", 0.59),
+        (0.5, 0.5),
+    ],
     ids=str,
 )
 def test_parse_seconds_accepts(text, expected):
@@ -94,8 +102,14 @@ def test_parse_seconds_rejects(text):
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("405e9", 405 * 10**9), (405_000_000_000, 405 * 10**9), (4.05e11, 405 * 10**9),
-     ("405 G", 405 * 10**9), ("16e6", 16_000_000), ("7 k", 7000)],
+    [
+        ("405e9", 405 * 10**9),
+        (405_000_000_000, 405 * 10**9),
+        (4.05e11, 405 * 10**9),
+        ("405 G", 405 * 10**9),
+        ("16e6", 16_000_000),
+        ("7 k", 7000),
+    ],
     ids=str,
 )
 def test_parse_count_accepts(text, expected):
@@ -116,8 +130,15 @@ def test_parse_number_reads_yaml_exponent_strings():
 
 @pytest.mark.parametrize(
     ("n", "text"),
-    [(5_670_000_000_000, "5.67 TB"), (512, "512 B"), (0, "0 B"), (999_600, "1.00 MB"),
-     (56_700_000_000_000, "56.7 TB"), (810 * GB, "810 GB"), (1000, "1.00 kB")],
+    [
+        (5_670_000_000_000, "5.67 TB"),
+        (512, "512 B"),
+        (0, "0 B"),
+        (999_600, "1.00 MB"),
+        (56_700_000_000_000, "56.7 TB"),
+        (810 * GB, "810 GB"),
+        (1000, "1.00 kB"),
+    ],
     ids=str,
 )
 def test_format_bytes_is_decimal_with_three_significant_digits(n, text):
@@ -132,8 +153,16 @@ def test_format_rate_and_halves_round_up():
 
 @pytest.mark.parametrize(
     ("s", "text"),
-    [(600, "600 s"), (6, "6.00 s"), (11135.08, "3.09 h"), (0.59, "590 ms"), (1000, "16.7 min"),
-     (54 * DAY_S, "54.0 d"), (365.5, "366 s"), (0, "0 s")],
+    [
+        (600, "600 s"),
+        (6, "6.00 s"),
+        (11135.08, "3.09 h"),
+        (0.59, "590 ms"),
+        (1000, "16.7 min"),
+        (54 * DAY_S, "54.0 d"),
+        (365.5, "366 s"),
+        (0, "0 s"),
+    ],
     ids=str,
 )
 def test_format_seconds_switch_points(s, text):
