@@ -12,7 +12,6 @@ new run directory under ``--target``; files are registered before they are creat
 ``write`` (issue 3): the write burst against ``rw=write``, one file per job, fsync on close.
 ``read`` (issue 4): the readback against ``rw=read`` of the same files, same cache treatment.
 ``create`` (issue 5): the metadata storm's create+close rate against ``ioengine=filecreate``.
-The read and create comparisons run the fio half alone when the suite's driver is absent.
 """
 
 from __future__ import annotations
@@ -30,6 +29,8 @@ from typing import Any
 
 from benchmarks import fio
 from fixtures.engine import RankContext, RankPool
+from fixtures.metadata_storm import run_metadata_storm, storm_files
+from fixtures.readback import run_readback
 from fixtures.target import Target, TargetError
 from fixtures.write_burst import ShardFile, peak_rss_bytes, run_write_burst, shard_file_name
 
@@ -252,14 +253,6 @@ def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
     return comparison
 
 
-def _suite_readback() -> Callable[..., Any] | None:
-    try:
-        from fixtures.readback import run_readback  # branch readback (issue 4)
-    except ImportError:
-        return None
-    return run_readback
-
-
 def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
     ranks, size, transfer = args.ranks, args.bytes_per_rank, args.transfer
     comparison = Comparison(
@@ -276,11 +269,6 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
         target.facts.memory_backed,
     )
     target.check_room(ranks * size, "one checkpoint to read back")
-    run_readback = _suite_readback()
-    if run_readback is None:
-        comparison.notes.append(
-            "fixtures.readback is not on this branch yet: fio's half only (suite column empty)"
-        )
     run_id = secrets.randbits(63)
     pool = RankPool(ranks)
     try:
@@ -299,19 +287,22 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
             thread=not args.fio_processes,
         )
         for repeat in range(-args.warmup, args.repeats):
-            suite_rate, suite_detail = None, {}
-            if run_readback is not None:
-                burst = run_readback(
-                    pool,
-                    target.fs_spec,
-                    shards,
-                    args.timeout_s,
-                    shift=args.shift,
-                    direct=args.direct,
-                    drop_cache=True,
-                )
-                suite_rate = burst.aggregate_bytes_per_s
-                suite_detail = {"span_s": burst.span_s}
+            read = run_readback(
+                pool,
+                target.fs_spec,
+                shards,
+                args.timeout_s,
+                shift=args.shift,
+                direct=args.direct,
+                drop_cache=True,
+            )
+            suite_rate = read.burst.aggregate_bytes_per_s
+            suite_detail = {
+                "span_s": read.burst.span_s,
+                "resident_fraction": read.resident_fraction,
+                "memory_backed": read.memory_backed,
+                "direct": read.direct,
+            }
             result = fio.run_fio(job, args.fio)
             if result.total_bytes != ranks * size:
                 raise fio.FioError(f"fio read {result.total_bytes} B, expected {ranks * size}")
@@ -329,14 +320,6 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
     return comparison
 
 
-def _suite_storm() -> Callable[..., Any] | None:
-    try:
-        from fixtures.metadata_storm import run_metadata_storm  # branch metadata (issue 5)
-    except ImportError:
-        return None
-    return run_metadata_storm
-
-
 def compare_create(target: Target, args: argparse.Namespace) -> Comparison:
     ranks, files = args.ranks, args.files
     per_rank = -(-files // ranks)
@@ -346,26 +329,45 @@ def compare_create(target: Target, args: argparse.Namespace) -> Comparison:
         {"target": target.url, "ranks": ranks, "files": per_rank * ranks},
         target.facts.memory_backed,
     )
-    run_storm = _suite_storm()
-    if run_storm is None:
-        comparison.notes.append(
-            "fixtures.metadata_storm is not on this branch yet: fio's half only"
-        )
-    for repeat in range(-args.warmup, args.repeats):
-        tag = f"c{repeat}" if repeat >= 0 else f"warmup{-repeat}"
-        fio_dir = target.new_dir(f"{tag}-fio")
-        paths = fio.create_job_paths(fio_dir, ranks, per_rank)
-        target.register(paths)
-        result = fio.run_fio(
-            fio.create_job(fio_dir, ranks, per_rank, thread=not args.fio_processes), args.fio
-        )
-        target.remove_files(paths)
-        if result.total_ios != len(paths):
-            raise fio.FioError(f"fio created {result.total_ios} files, expected {len(paths)}")
-        if repeat >= 0:
-            comparison.pairs.append(
-                Pair(None, result.aggregate_iops, {}, {"span_s": result.span_s})
+    run_id = secrets.randbits(63)
+    pool = RankPool(ranks)
+    try:
+        pool.pids()  # start the ranks before the first timed storm
+        for repeat in range(-args.warmup, args.repeats):
+            tag = f"c{repeat}" if repeat >= 0 else f"warmup{-repeat}"
+            suite_dir = target.new_dir(f"{tag}-suite")
+            files_ = storm_files(suite_dir, per_rank * ranks, per_rank)
+            target.register([f.path for f in files_])
+            # A pure create+close storm, as fio's filecreate: no write, fsync or commit.
+            storm = run_metadata_storm(
+                pool,
+                target.fs_spec,
+                suite_dir,
+                files_,
+                args.timeout_s,
+                run_id=run_id,
+                write_bytes=0,
+                fsync=False,
+                commit=False,
             )
+            target.remove_files([f.path for f in files_])
+            suite_rate = storm.create_close_rate_per_s
+            suite_detail = {"span_s": storm.create.span_s, "io": storm.io}
+            fio_dir = target.new_dir(f"{tag}-fio")
+            paths = fio.create_job_paths(fio_dir, ranks, per_rank)
+            target.register(paths)
+            result = fio.run_fio(
+                fio.create_job(fio_dir, ranks, per_rank, thread=not args.fio_processes), args.fio
+            )
+            target.remove_files(paths)
+            if result.total_ios != len(paths):
+                raise fio.FioError(f"fio created {result.total_ios} files, expected {len(paths)}")
+            if repeat >= 0:
+                comparison.pairs.append(
+                    Pair(suite_rate, result.aggregate_iops, suite_detail, {"span_s": result.span_s})
+                )
+    finally:
+        pool.close()
     return comparison
 
 
