@@ -1,0 +1,448 @@
+"""The suite's drivers against fio on the same target, interleaved, as ratios.
+
+    python -m benchmarks.compare write --target /dev/shm --ranks 4 --bytes-per-rank 256MiB \\
+        --transfer 4MiB --repeats 5
+
+Each repeat runs the suite, then fio, with the same ranks, files, sizes and transfer size, so
+that the noise of a shared machine falls on both alike; the verdict is the median of the
+per-repeat ratios suite/fio, never an absolute time. Everything either side writes lies in a
+new run directory under ``--target``; files are registered before they are created and removed
+(untimed) between repeats, and the run directory goes at the end, also on failure.
+
+``write`` (issue 3): the write burst against ``rw=write``, one file per job, fsync on close.
+``read`` (issue 4): the readback against ``rw=read`` of the same files, same cache treatment.
+``create`` (issue 5): the metadata storm's create+close rate against ``ioengine=filecreate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks import fio
+from fixtures.engine import RankContext, RankPool
+from fixtures.metadata_storm import run_metadata_storm, storm_files
+from fixtures.readback import run_readback
+from fixtures.target import Target, TargetError
+from fixtures.write_burst import ShardFile, peak_rss_bytes, run_write_burst, shard_file_name
+
+TARGET_RATIO = {
+    # (kind, memory-backed target?) -> the issue's target for the median ratio suite/fio
+    ("write", True): 0.95,
+    ("write", False): 0.95,
+    ("read", True): 0.95,
+    ("read", False): 0.95,
+    ("create", True): 0.8,
+    ("create", False): 0.95,
+}
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 2**10,
+    "kib": 2**10,
+    "m": 2**20,
+    "mib": 2**20,
+    "g": 2**30,
+    "gib": 2**30,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+}
+
+
+def parse_size(text: str) -> int:
+    """``256MiB`` / ``4m`` (binary, as fio reads ``bs=4m``) / ``1GB`` (decimal) -> bytes."""
+    found = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = found.group(2).lower() if found else None
+    if found is None or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: use an integer with B, KiB, MiB, GiB (or k, m, g), KB, MB, GB"
+        )
+    return int(found.group(1)) * _UNITS[unit]
+
+
+def idle_rank_task(ctx: RankContext) -> dict[str, Any]:
+    """Rank task: the peak and current RSS of a rank that has imported the drivers, idle."""
+    ctx.start()
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        resident_pages = int(statm.read().split()[1])
+    return {
+        "peak_rss_bytes": peak_rss_bytes(),
+        "rss_bytes": resident_pages * os.sysconf("SC_PAGE_SIZE"),
+    }
+
+
+@dataclass
+class Pair:
+    """One repeat: the suite's figure and fio's, in the same unit (bytes/s or files/s)."""
+
+    suite: float | None
+    fio: float
+    suite_detail: dict[str, Any] = field(default_factory=dict)
+    fio_detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.suite is None or self.fio <= 0 else self.suite / self.fio
+
+
+@dataclass
+class Comparison:
+    kind: str
+    unit: str
+    settings: dict[str, Any]
+    memory_backed: bool
+    pairs: list[Pair] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    memory: dict[str, Any] = field(default_factory=dict)
+    run_dir: str | None = None
+
+    @property
+    def target_ratio(self) -> float:
+        return TARGET_RATIO[(self.kind, self.memory_backed)]
+
+    @property
+    def median_ratio(self) -> float | None:
+        ratios = [p.ratio for p in self.pairs if p.ratio is not None]
+        return statistics.median(ratios) if ratios else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "unit": self.unit,
+            "settings": self.settings,
+            "memory_backed": self.memory_backed,
+            "median_ratio": self.median_ratio,
+            "target_ratio": self.target_ratio,
+            "repeats": [
+                {
+                    "suite": p.suite,
+                    "fio": p.fio,
+                    "ratio": p.ratio,
+                    "suite_detail": p.suite_detail,
+                    "fio_detail": p.fio_detail,
+                }
+                for p in self.pairs
+            ],
+            "memory": self.memory,
+            "notes": self.notes,
+            "run_dir": self.run_dir,
+        }
+
+
+def _rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1e9:8.3f} GB/s" if unit == "bytes/s" else f"{value:10.0f} files/s"
+
+
+def render(comparison: Comparison) -> str:
+    """The table a person reads: per repeat suite, fio, ratio; then the verdict and memory."""
+    settings = ", ".join(f"{k}={v}" for k, v in comparison.settings.items())
+    lines = [f"{comparison.kind}: {settings}", f"{'repeat':>6}  {'suite':>15}  {'fio':>15}  ratio"]
+    for index, pair in enumerate(comparison.pairs):
+        ratio = f"{pair.ratio:.3f}" if pair.ratio is not None else "-"
+        suite, fio_rate = _rate(pair.suite, comparison.unit), _rate(pair.fio, comparison.unit)
+        lines.append(f"{index:>6}  {suite:>15}  {fio_rate:>15}  {ratio}")
+    median = comparison.median_ratio
+    if median is None:
+        lines.append(f"median ratio suite/fio: - (target >= {comparison.target_ratio})")
+    else:
+        verdict = "meets" if median >= comparison.target_ratio else "BELOW"
+        lines.append(
+            f"median ratio suite/fio: {median:.3f} ({verdict} target >= {comparison.target_ratio}"
+            f"{', memory-backed target' if comparison.memory_backed else ''})"
+        )
+    memory = comparison.memory
+    if memory:
+        transfer = memory["transfer_bytes"]
+        lines.append(
+            f"rank memory: idle peak RSS {memory['idle_peak_rss_bytes'] / 2**20:.1f} MiB, "
+            f"transfer buffer {transfer / 2**20:.1f} MiB"
+        )
+        for rank, peak in enumerate(memory["peak_rss_bytes"]):
+            over = peak - memory["idle_peak_rss_bytes"]
+            lines.append(
+                f"  rank {rank}: peak RSS {peak / 2**20:.1f} MiB = idle + {over / 2**20:.1f} MiB"
+                f" ({over / transfer:.2f} transfer buffers)"
+            )
+    lines.extend(f"note: {note}" for note in comparison.notes)
+    return "\n".join(lines)
+
+
+def _shards(directory: str, ranks: int, size: int, transfer: int, run_id: int) -> list[ShardFile]:
+    return [
+        ShardFile(rank, f"{directory}/{shard_file_name(rank)}", size, run_id, transfer)
+        for rank in range(ranks)
+    ]
+
+
+def _pool_with_idle_rss(ranks: int, timeout_s: float) -> tuple[RankPool, list[dict[str, Any]]]:
+    pool = RankPool(ranks)
+    try:
+        idle = pool.run(idle_rank_task, [{}] * ranks, timeout_s)
+    except BaseException:
+        pool.close()
+        raise
+    return pool, idle
+
+
+def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
+    ranks, size, transfer = args.ranks, args.bytes_per_rank, args.transfer
+    comparison = Comparison(
+        "write",
+        "bytes/s",
+        {"target": target.url, "ranks": ranks, "bytes_per_rank": size, "transfer": transfer},
+        target.facts.memory_backed,
+    )
+    target.check_room(ranks * size * 2, "one suite and one fio checkpoint")
+    run_id = secrets.randbits(63)
+    pool, idle = _pool_with_idle_rss(ranks, args.timeout_s)
+    peaks = [0] * ranks
+    try:
+        for repeat in range(-args.warmup, args.repeats):
+            tag = f"w{repeat}" if repeat >= 0 else f"warmup{-repeat}"
+            suite_dir = target.new_dir(f"{tag}-suite")
+            shards = _shards(suite_dir, ranks, size, transfer, run_id)
+            target.register([s.path for s in shards])
+            burst = run_write_burst(pool, target.fs_spec, shards, args.timeout_s)
+            target.remove_files([s.path for s in shards])
+
+            fio_dir = target.new_dir(f"{tag}-fio")
+            target.register(fio.write_job_paths(fio_dir, ranks))
+            result = fio.run_fio(
+                fio.write_job(fio_dir, ranks, size, transfer, thread=not args.fio_processes),
+                args.fio,
+            )
+            target.remove_files(fio.write_job_paths(fio_dir, ranks))
+            if result.total_bytes != ranks * size:
+                raise fio.FioError(f"fio wrote {result.total_bytes} B, expected {ranks * size}")
+            if repeat < 0:
+                continue
+            for record in burst.ranks:
+                peaks[record.rank] = max(peaks[record.rank], record.extra["peak_rss_bytes"])
+            comparison.pairs.append(
+                Pair(
+                    burst.aggregate_bytes_per_s,
+                    result.aggregate_bytes_per_s,
+                    {
+                        "span_s": burst.span_s,
+                        "slowest_phases_s": burst.slowest.phases_s,
+                        "generate_s_max": max(r.extra["generate_s"] for r in burst.ranks),
+                    },
+                    {"span_s": result.span_s, "runtimes_s": [j.runtime_s for j in result.jobs]},
+                )
+            )
+    finally:
+        pool.close()
+    comparison.memory = {
+        "transfer_bytes": transfer,
+        "idle_peak_rss_bytes": max(r["peak_rss_bytes"] for r in idle),
+        "idle_rss_bytes": [r["rss_bytes"] for r in idle],
+        "peak_rss_bytes": peaks,
+    }
+    return comparison
+
+
+def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
+    ranks, size, transfer = args.ranks, args.bytes_per_rank, args.transfer
+    comparison = Comparison(
+        "read",
+        "bytes/s",
+        {
+            "target": target.url,
+            "ranks": ranks,
+            "bytes_per_rank": size,
+            "transfer": transfer,
+            "shift": args.shift,
+            "direct": args.direct,
+        },
+        target.facts.memory_backed,
+    )
+    target.check_room(ranks * size, "one checkpoint to read back")
+    run_id = secrets.randbits(63)
+    pool = RankPool(ranks)
+    try:
+        directory = target.new_dir("read")
+        shards = _shards(directory, ranks, size, transfer, run_id)
+        target.register([s.path for s in shards])
+        run_write_burst(pool, target.fs_spec, shards, args.timeout_s)  # untimed: the files
+        # Rank i reads what rank i+shift wrote, as the suite's readback does.
+        order = [shards[(rank + args.shift) % ranks].path for rank in range(ranks)]
+        job = fio.read_job(
+            order,
+            size,
+            transfer,
+            direct=args.direct,
+            invalidate=True,
+            thread=not args.fio_processes,
+        )
+        for repeat in range(-args.warmup, args.repeats):
+            read = run_readback(
+                pool,
+                target.fs_spec,
+                shards,
+                args.timeout_s,
+                shift=args.shift,
+                direct=args.direct,
+                drop_cache=True,
+            )
+            suite_rate = read.burst.aggregate_bytes_per_s
+            suite_detail = {
+                "span_s": read.burst.span_s,
+                "resident_fraction": read.resident_fraction,
+                "memory_backed": read.memory_backed,
+                "direct": read.direct,
+            }
+            result = fio.run_fio(job, args.fio)
+            if result.total_bytes != ranks * size:
+                raise fio.FioError(f"fio read {result.total_bytes} B, expected {ranks * size}")
+            if repeat >= 0:
+                comparison.pairs.append(
+                    Pair(
+                        suite_rate,
+                        result.aggregate_bytes_per_s,
+                        suite_detail,
+                        {"span_s": result.span_s},
+                    )
+                )
+    finally:
+        pool.close()
+    return comparison
+
+
+def compare_create(target: Target, args: argparse.Namespace) -> Comparison:
+    ranks, files = args.ranks, args.files
+    per_rank = -(-files // ranks)
+    comparison = Comparison(
+        "create",
+        "files/s",
+        {"target": target.url, "ranks": ranks, "files": per_rank * ranks},
+        target.facts.memory_backed,
+    )
+    run_id = secrets.randbits(63)
+    pool = RankPool(ranks)
+    try:
+        pool.pids()  # start the ranks before the first timed storm
+        for repeat in range(-args.warmup, args.repeats):
+            tag = f"c{repeat}" if repeat >= 0 else f"warmup{-repeat}"
+            suite_dir = target.new_dir(f"{tag}-suite")
+            files_ = storm_files(suite_dir, per_rank * ranks, per_rank)
+            target.register([f.path for f in files_])
+            # A pure create+close storm, as fio's filecreate: no write, fsync or commit.
+            storm = run_metadata_storm(
+                pool,
+                target.fs_spec,
+                suite_dir,
+                files_,
+                args.timeout_s,
+                run_id=run_id,
+                write_bytes=0,
+                fsync=False,
+                commit=False,
+            )
+            target.remove_files([f.path for f in files_])
+            suite_rate = storm.create_close_rate_per_s
+            suite_detail = {"span_s": storm.create.span_s, "io": storm.io}
+            fio_dir = target.new_dir(f"{tag}-fio")
+            paths = fio.create_job_paths(fio_dir, ranks, per_rank)
+            target.register(paths)
+            result = fio.run_fio(
+                fio.create_job(fio_dir, ranks, per_rank, thread=not args.fio_processes), args.fio
+            )
+            target.remove_files(paths)
+            if result.total_ios != len(paths):
+                raise fio.FioError(f"fio created {result.total_ios} files, expected {len(paths)}")
+            if repeat >= 0:
+                comparison.pairs.append(
+                    Pair(suite_rate, result.aggregate_iops, suite_detail, {"span_s": result.span_s})
+                )
+    finally:
+        pool.close()
+    return comparison
+
+
+COMPARISONS: dict[str, Callable[[Target, argparse.Namespace], Comparison]] = {
+    "write": compare_write,
+    "read": compare_read,
+    "create": compare_create,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.compare",
+        description="Compare a suite driver with fio on the same target, interleaved.",
+    )
+    parser.add_argument("kind", choices=sorted(COMPARISONS))
+    parser.add_argument("--target", required=True, metavar="DIR", help="a local directory")
+    parser.add_argument("--ranks", type=int, default=4, metavar="N", help="default: 4")
+    parser.add_argument(
+        "--bytes-per-rank", type=parse_size, default=parse_size("256MiB"), metavar="SIZE",
+        help="default: 256MiB",
+    )  # fmt: skip
+    parser.add_argument(
+        "--transfer", type=parse_size, default=parse_size("4MiB"), metavar="SIZE",
+        help="default: 4MiB",
+    )  # fmt: skip
+    parser.add_argument("--files", type=int, default=20000, metavar="N", help="default: 20000")
+    parser.add_argument("--repeats", type=int, default=5, metavar="K", help="default: 5")
+    parser.add_argument("--warmup", type=int, default=1, metavar="K", help="default: 1")
+    parser.add_argument("--shift", type=int, default=1, help="read: rank i reads rank i+shift")
+    parser.add_argument("--direct", action="store_true", help="read: O_DIRECT on both sides")
+    parser.add_argument("--timeout-s", type=float, default=600.0, help="default: 600")
+    parser.add_argument(
+        "--fio-processes",
+        action="store_true",
+        help="run fio's jobs as processes (fio's default) instead of threads; see fio.SCHEDULING",
+    )
+    parser.add_argument("--fio", default=None, metavar="PATH", help="default: fio on PATH")
+    parser.add_argument("--json", default=None, metavar="PATH", help="write the figures here")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.ranks < 1 or args.repeats < 1 or args.warmup < 0:
+        build_parser().error("--ranks and --repeats must be positive, --warmup not negative")
+    try:
+        args.fio = fio.fio_binary(args.fio or "fio")
+        version = fio.fio_version(args.fio)
+        target = Target(args.target)
+        if not target.is_local:
+            raise TargetError(f"--target {args.target}: fio needs a local (POSIX) directory")
+        target.create_run_dir()
+    except (fio.FioError, TargetError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    try:
+        comparison = COMPARISONS[args.kind](target, args)
+    except fio.FioError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        report = target.cleanup()
+        if report.left:
+            print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
+    comparison.settings["fs_type"] = target.facts.fs_type
+    comparison.settings["fio"] = f"{version[0]}.{version[1]}"
+    comparison.settings["fio_jobs"] = "processes" if args.fio_processes else "threads"
+    comparison.run_dir = target.run_dir
+    print(render(comparison))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump(comparison.to_json(), out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
