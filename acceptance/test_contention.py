@@ -32,7 +32,8 @@ from fixtures.contention import (
     run_contended,
     run_readers,
 )
-from fixtures.engine import RankFailure, RankPool
+from fixtures.engine import RankPool
+from fixtures.nodes import run_everywhere, start_gate
 from fixtures.report import GateReport, Item, judge
 from fixtures.write_burst import ShardFile, run_write_burst, shard_file_name
 from sizing import Profile, Sizing, format_bytes, format_rate, format_seconds
@@ -102,26 +103,6 @@ def reader_pool(cluster_profile: Profile) -> Iterator[RankPool]:
     pool.close()
 
 
-def _gate(campaign: WriteCampaign, what: str) -> Callable[[bool], bool]:
-    nodes = campaign.nodes
-    return lambda ready: all(nodes.allgather(ready, campaign.timeout_s, what))
-
-
-def _gathered(campaign: WriteCampaign, what: str, step: Callable[[], Any]) -> list[Any]:
-    """Run ``step`` here and gather every node's outcome; one node's failure fails all."""
-    nodes = campaign.nodes
-    result, error = None, None
-    try:
-        result = step()
-    except RankFailure as failure:
-        error = str(failure)
-    outcomes = nodes.allgather((nodes.host, result, error), campaign.timeout_s, what)
-    failures = [f"node {i} ({host}): {why}" for i, (host, _, why) in enumerate(outcomes) if why]
-    if failures:
-        raise RankFailure("; ".join(failures), [])
-    return [r for _, r, _ in outcomes]
-
-
 @pytest.fixture(scope="module")
 def contention(campaign: WriteCampaign, reader_pool: RankPool) -> Iterator[Contention]:
     """Readers alone, then across a checkpoint round; removes the dataset and the round after."""
@@ -151,8 +132,9 @@ def contention(campaign: WriteCampaign, reader_pool: RankPool) -> Iterator[Conte
         prepare_dataset(reader_pool, fs, files, campaign.timeout_s)
         paths = [[f.path] for f in files]
         alone_s = MIN_READ_S
-        alone: list[ReaderRun] = _gathered(
-            campaign,
+        alone: list[ReaderRun] = run_everywhere(
+            campaign.nodes,
+            campaign.timeout_s,
             "the end of the readers alone",
             lambda: run_readers(
                 reader_pool,
@@ -160,13 +142,13 @@ def contention(campaign: WriteCampaign, reader_pool: RankPool) -> Iterator[Conte
                 paths,
                 alone_s,
                 alone_s + campaign.timeout_s,
-                before_start=_gate(campaign, "the readers' start"),
+                before_start=start_gate(campaign.nodes, campaign.timeout_s, "the readers' start"),
             ),
         )
         worst_alone_s = max(b.span_s for b in bursts)
         window_s = save_window_s(profile, campaign.sizing)
         duration_s = WARMUP_S + max(MIN_READ_S, min(window_s, COVER_SPANS * worst_alone_s))
-        writer_gate = _gate(campaign, "the contended writers' start")
+        writer_gate = start_gate(campaign.nodes, campaign.timeout_s, "the contended writers' start")
 
         def write(hook: Callable[[bool], bool]) -> BurstResult:
             return run_write_burst(
@@ -177,8 +159,9 @@ def contention(campaign: WriteCampaign, reader_pool: RankPool) -> Iterator[Conte
                 before_start=lambda ready: hook(writer_gate(ready)),
             )
 
-        runs: list[ContendedRun] = _gathered(
-            campaign,
+        runs: list[ContendedRun] = run_everywhere(
+            campaign.nodes,
+            campaign.timeout_s,
             "the end of the contended round",
             lambda: run_contended(
                 write,
@@ -188,7 +171,9 @@ def contention(campaign: WriteCampaign, reader_pool: RankPool) -> Iterator[Conte
                 duration_s,
                 duration_s + campaign.timeout_s,
                 warmup_s=WARMUP_S,
-                reader_gate=_gate(campaign, "the contended readers' start"),
+                reader_gate=start_gate(
+                    campaign.nodes, campaign.timeout_s, "the contended readers' start"
+                ),
             ),
         )
         yield Contention(

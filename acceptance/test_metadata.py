@@ -18,14 +18,13 @@ With many nodes, the nodes split the files and start together.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from fixtures.campaign import TIMEOUT_WINDOWS
-from fixtures.engine import RankFailure, RankPool
+from fixtures.engine import RankPool
 from fixtures.metadata_storm import (
     METADATA_NAME,
     Phase,
@@ -39,7 +38,7 @@ from fixtures.metadata_storm import (
     split,
     storm_files,
 )
-from fixtures.nodes import Nodes
+from fixtures.nodes import run_everywhere, start_gate
 from fixtures.plugin import RunState
 from fixtures.report import GateReport, Item, judge
 from fixtures.target import Target
@@ -47,8 +46,6 @@ from sizing import Profile, Sizing, format_count, format_seconds
 
 ROUNDS = 2
 """Checkpoints made: the newer is listed and stat'ed, the older removed by the delete storm."""
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -74,25 +71,6 @@ def _timeout_s(profile: Profile, window_s: float) -> float:
     return max(profile.run.timeout_floor_s, TIMEOUT_WINDOWS * window_s)
 
 
-def _everywhere(nodes: Nodes, timeout_s: float, what: str, step: Callable[[], T]) -> list[T]:
-    """Run ``step`` on this node and gather every node's outcome; one failure fails all."""
-    result, error = None, None
-    try:
-        result = step()
-    except RankFailure as failure:
-        error = str(failure)
-    outcomes = nodes.allgather((nodes.host, result, error), timeout_s, what)
-    failures = [f"node {i} ({host}): {why}" for i, (host, _, why) in enumerate(outcomes) if why]
-    if failures:
-        raise RankFailure("; ".join(failures), [])
-    return [r for _, r, _ in outcomes]
-
-
-def _gate(nodes: Nodes, timeout_s: float, what: str) -> Callable[[bool], bool]:
-    """Every node's ranks start together, or none do."""
-    return lambda ready: all(nodes.allgather(ready, timeout_s, what))
-
-
 def _storm_round(
     step: int,
     files: int,
@@ -109,7 +87,7 @@ def _storm_round(
     target.register([f.path for f in mine])
     if nodes.index == 0:
         target.register(list(metadata_paths(directory)))
-    creates = _everywhere(
+    creates = run_everywhere(
         nodes,
         timeout_s,
         f"the end of the metadata storm {step}",
@@ -121,7 +99,7 @@ def _storm_round(
             timeout_s,
             run_id=run_state.run_id,
             commit=False,
-            before_start=_gate(nodes, timeout_s, "the storm start"),
+            before_start=start_gate(nodes, timeout_s, "the storm start"),
         ),
     )
     create = combine_phases([r.create for r in creates])
@@ -153,7 +131,7 @@ def metadata_run(
         for step in range(1, ROUNDS + 1)
     ]
     newer, older = rounds[-1], rounds[0]
-    listings = _everywhere(
+    listings = run_everywhere(
         nodes,
         timeout_s,
         "the end of the restore listing",
@@ -163,17 +141,20 @@ def metadata_run(
             newer.directory,
             timeout_s,
             part=(nodes.index, nodes.count),
-            before_start=_gate(nodes, timeout_s, "the listing start"),
+            before_start=start_gate(nodes, timeout_s, "the listing start"),
         ),
     )
     sizes: dict[str, int] = {}
     for listing in listings:
         sizes.update(listing.sizes)
     older_paths = [*older.files, metadata_paths(older.directory)[1]]
-    shares = split(older_paths, nodes.count)
-    mine = shares[nodes.index] if nodes.index < len(shares) else []
+    # Each node deletes what it created (the same split as the storm; node 0 the .metadata).
+    shares = split(list(older.files), nodes.count)
+    mine = list(shares[nodes.index]) if nodes.index < len(shares) else []
+    if nodes.index == 0:
+        mine.append(metadata_paths(older.directory)[1])
     delete_timeout_s = _timeout_s(profile, profile.checkpoint.interval_s)
-    deletes = _everywhere(
+    deletes = run_everywhere(
         nodes,
         delete_timeout_s,
         "the end of the delete storm",
@@ -182,7 +163,7 @@ def metadata_run(
             target.fs_spec,
             mine,
             delete_timeout_s,
-            before_start=_gate(nodes, delete_timeout_s, "the delete start"),
+            before_start=start_gate(nodes, delete_timeout_s, "the delete start"),
         ),
     )
     target.remove_files(mine)  # gone already: this only drops them from the registry

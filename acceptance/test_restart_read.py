@@ -17,12 +17,12 @@ of the cluster loads its own shards at once, so this node must read its bytes wi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import pytest
 
 from fixtures.burst import BurstResult
 from fixtures.campaign import TIMEOUT_WINDOWS, WriteCampaign
+from fixtures.nodes import start_gate
 from fixtures.plugin import RunState
 from fixtures.readback import ReadResult, run_readback, summarize
 from fixtures.report import GateReport, Item, judge
@@ -38,12 +38,6 @@ def _timeout_s(profile: Profile) -> float:
 
 def _direct(run_state: RunState, profile: Profile) -> bool:
     return bool(run_state.direct or profile.run.direct_io)
-
-
-def _start_gate(campaign: WriteCampaign, timeout_s: float) -> Callable[[bool], bool]:
-    """Every node's readers start together, or none do (as the write rounds do)."""
-    nodes = campaign.nodes
-    return lambda ready: all(nodes.allgather(ready, timeout_s, "the common read start"))
 
 
 def _files_to_read(campaign: WriteCampaign) -> tuple[list[ShardFile], int]:
@@ -145,7 +139,7 @@ def test_restart_readback(
                 timeout_s,
                 shift=shift,
                 direct=_direct(run_state, cluster_profile),
-                before_start=_start_gate(campaign, timeout_s),
+                before_start=start_gate(campaign.nodes, timeout_s, "the common read start"),
             )
         )
         return local[0].burst
@@ -190,7 +184,7 @@ def test_resharded_restore(
                 timeout_s,
                 fraction=cluster_profile.run.reshard_fraction,
                 direct=_direct(run_state, cluster_profile),
-                before_start=_start_gate(campaign, timeout_s),
+                before_start=start_gate(campaign.nodes, timeout_s, "the common read start"),
             )
         )
         return local[0].burst

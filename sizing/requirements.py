@@ -28,9 +28,9 @@ from sizing.units import (
 )
 
 # The acceptance module that measures each requirement (SPEC.md's checklist, one per item).
-TEST_CHECKPOINT_BYTES = "acceptance/test_checkpoint_bytes.py"
+TEST_CHECKPOINT_BYTES = "acceptance/test_write_burst.py, acceptance/test_dcp.py"
 TEST_WRITE_BURST = "acceptance/test_write_burst.py"
-TEST_METADATA_STORM = "acceptance/test_metadata_storm.py"
+TEST_METADATA_STORM = "acceptance/test_metadata.py"
 TEST_RESTART_READ = "acceptance/test_restart_read.py"
 TEST_RETENTION = "acceptance/test_retention.py"
 
