@@ -60,7 +60,7 @@ def full_run(ranks: DcpRanks, base_dir: str) -> DcpResult:
 
 def test_parameter_count_follows_the_spec_rule_for_llama3_8b() -> None:
     # Llama 3 8B: 8,030,261,248 parameters (embedding and output head untied).
-    arch = m.Architecture.from_mapping(
+    arch = m.architecture_from(
         {
             "hidden": 4096,
             "ffn_hidden": 14336,
@@ -71,6 +71,17 @@ def test_parameter_count_follows_the_spec_rule_for_llama3_8b() -> None:
         }
     )
     assert m.parameter_count(arch) == 8_030_261_248
+
+
+def test_the_tensors_dcp_saves_count_what_sizing_counts() -> None:
+    """Two routes to Ψ agree: the DCP model's real tensor shapes and sizing's formula."""
+    from sizing import count_parameters, load_profile
+
+    for name in ("7b", "70b", "405b", "tmpfs"):
+        profile = load_profile(name)
+        for arch in (profile.dcp.architecture, profile.model.architecture):
+            if arch is not None and arch.hidden % arch.heads == 0:
+                assert m.parameter_count(m.architecture_from(arch)) == count_parameters(arch)
 
 
 def test_expected_blocks_tile_the_full_tensor() -> None:
