@@ -157,10 +157,8 @@ def test_result_json_has_the_report_keys(full_run: DcpResult) -> None:
         "parameters",
         "world_size",
         "verified",
-        "emulated_write_s",
     ):
         assert key in out
-    assert out["emulated_write_s"] > 0
     json.dumps(out)
 
 

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,14 +44,17 @@ def mpirun(*pytest_args: str, env: dict[str, str] | None = None, timeout_s: floa
         "--color=no",
         *pytest_args,
     ]
-    return subprocess.run(
-        command,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env={**os.environ, **(env or {})},
-    )
+    # OpenMPI's shared-memory segments go in a private folder, not /dev/shm, so that an
+    # aborted job (the hung-node test) leaves nothing behind.
+    with tempfile.TemporaryDirectory(prefix="ckptgate-ompi-") as segments:
+        return subprocess.run(
+            command,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={**os.environ, "OMPI_MCA_btl_vader_backing_directory": segments, **(env or {})},
+        )
 
 
 def test_two_nodes_report_every_rank_and_read_each_others_files(tmp_path: Path) -> None:
