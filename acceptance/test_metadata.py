@@ -166,7 +166,7 @@ def metadata_run(
             before_start=start_gate(nodes, delete_timeout_s, "the delete start"),
         ),
     )
-    target.remove_files(mine)  # gone already: this only drops them from the registry
+    target.forget_removed(mine)
     return MetadataRun(
         files=files,
         rounds=rounds,

@@ -100,3 +100,19 @@ def test_a_target_that_fills_mid_burst_fails_with_one_line_and_keeps_nothing() -
         assert "\n" not in str(failure.value)
         target.cleanup()
         assert os.listdir(point) == []
+
+
+def test_a_file_removed_before_its_rank_made_it_is_still_removed_at_cleanup(
+    tmp_path: Path,
+) -> None:
+    """An interrupt can drop a round while a rank has yet to create its file."""
+    target = Target(str(tmp_path))
+    target.create_run_dir()
+    directory = target.new_dir("write")
+    path = f"{directory}/__0_0.distcp"
+    target.register([path])
+    assert target.remove_files([path]) == 0  # not there yet
+    Path(path).write_bytes(b"late")  # the rank gets there after all
+    report = target.cleanup()
+    assert report.removed_files == 1 and report.left == []
+    assert list(tmp_path.iterdir()) == []
