@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 import zlib
 
 import numpy as np
@@ -65,3 +66,55 @@ def test_one_flipped_byte_is_found_with_its_offset() -> None:
 def test_a_transfer_that_is_not_whole_blocks_rounds_up() -> None:
     stamper = BlockStamper(KEY, 10_000)
     assert stamper.step_bytes == 3 * BLOCK_BYTES
+
+
+@given(
+    offset=st.integers(0, 400_000),
+    length=st.integers(1, 200_000),
+    flip=st.floats(0, 1, exclude_max=True),
+    shift=st.integers(0, 7),
+)
+@example(offset=0, length=3 * TRANSFER_BYTES, flip=0.0, shift=0)  # on the grid, first byte
+@example(offset=0, length=3 * TRANSFER_BYTES, flip=0.99999, shift=0)  # on the grid, last byte
+@example(offset=TRANSFER_BYTES - 3, length=TRANSFER_BYTES + 7, flip=0.0, shift=1)  # ragged head
+@example(offset=TRANSFER_BYTES - 3, length=TRANSFER_BYTES + 7, flip=0.99999, shift=3)  # tail
+@example(offset=4095, length=33, flip=0.5, shift=5)  # inside a block's stamp
+def test_verify_takes_any_range_at_any_address_and_names_a_flipped_byte(
+    offset: int, length: int, flip: float, shift: int
+) -> None:
+    """The in-place comparison, on and off the transfer grid and at any memory alignment of
+    the data (a resharded slice starts anywhere): every byte is compared, none is skipped."""
+    stamper = BlockStamper(KEY, TRANSFER_BYTES)
+    written = file_bytes(BlockStamper(KEY, TRANSFER_BYTES), offset + length)
+    storage = np.zeros(length + 8, dtype=np.uint8)
+    data = storage[shift : shift + length]
+    data[:] = np.frombuffer(written[offset:], dtype=np.uint8)
+    stamper.verify(data, offset, "shard.bin")
+    stamper.verify(bytes(data), offset, "shard.bin")
+    bad = int(flip * length)
+    data[bad] ^= 0x80
+    with pytest.raises(DataMismatch, match=rf"shard\.bin: byte at offset {offset + bad} differs"):
+        stamper.verify(data, offset, "shard.bin")
+
+
+def test_verify_on_the_grid_allocates_no_expected_copy() -> None:
+    """Verification compares with ``fill``'s view in place: verifying a transfer allocates
+    nothing near its size (the old path built an expected array and a byte-wide bool array)."""
+    transfer = 4 << 20
+    stamper = BlockStamper(KEY, transfer)
+    data = np.frombuffer(bytes(stamper.fill(8 * transfer, transfer)), dtype=np.uint8)
+    stamper.verify(data, 8 * transfer, "shard.bin")  # warm: first-call allocations
+    tracemalloc.start()
+    try:
+        stamper.verify(data, 8 * transfer, "shard.bin")
+        stamper.verify(data[5:], 8 * transfer + 5, "shard.bin")  # off the grid too
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024
+
+
+def test_verify_refuses_data_that_is_not_bytes() -> None:
+    stamper = BlockStamper(KEY, TRANSFER_BYTES)
+    with pytest.raises(TypeError, match="uint8"):
+        stamper.verify(np.zeros(16, dtype=np.uint64), 0, "shard.bin")

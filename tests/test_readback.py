@@ -83,6 +83,8 @@ def test_each_rank_reads_a_shard_another_rank_wrote(
         assert record.extra["written_by_local_rank"] != record.rank
         assert list(record.phases_s) == ["open", "read", "close"]
         assert record.bytes == next(s.bytes for s in shards if s.global_rank == record.global_rank)
+        # verification runs inside the read phase, and the record says how much of it it took
+        assert 0 < record.extra["verify_s"] <= record.phases_s["read"]
 
 
 def test_dropped_pages_are_not_resident_and_tmpfs_says_it_is_memory(

@@ -140,6 +140,7 @@ def test_fewer_ranks_read_and_verify_every_byte_across_files(
         assert record.extra["files_touched"] >= 2
         assert record.extra["range_count"] == len(record.extra["ranges"])
         assert {"open", "read", "close"} == set(record.phases_s)
+        assert 0 < record.extra["verify_s"] <= record.phases_s["read"]
     assert result.read.cache_free
     json = result.to_json()
     assert json["files_per_new_rank"] == result.files_per_rank()
@@ -157,4 +158,32 @@ def test_a_corrupted_byte_in_a_slice_names_file_and_offset(
         handle.write(bytes([byte[0] ^ 0xFF]))
     with pytest.raises(RankFailure, match="DataMismatch") as failure:
         run_reshard(pool, FS, shards, timeout_s=60, new_ranks=3)
+    assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)
+
+
+# New rank 1 of 3 takes bytes [820_782, 1_641_564) of the 2_462_346: its range of file 1 (which
+# starts at 700_001) begins at 120_781, off the 64 KiB transfer grid and off 8-byte alignment.
+@pytest.mark.parametrize(
+    ("offset", "direct"),
+    [
+        (120_780, False),  # the last byte of new rank 0's range
+        (120_781, False),  # the first byte of new rank 1's range: the ragged head
+        (120_781, True),  # the same through O_DIRECT's aligned read around it
+        (131_071, False),  # the head's last byte, just before the grid
+        (131_072, False),  # the first byte back on the grid
+    ],
+    ids=["end-of-slice", "head", "head-direct", "head-last", "on-grid"],
+)
+def test_a_corrupted_byte_at_a_slice_edge_names_file_and_offset(
+    pool: RankPool, shards: list[ShardFile], offset: int, direct: bool
+) -> None:
+    """The ragged edges of a resharded range are verified byte for byte like the middle."""
+    victim = shards[1]
+    with open(victim.path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)
+        handle.seek(offset)
+        handle.write(bytes([byte[0] ^ 0x01]))
+    with pytest.raises(RankFailure, match="DataMismatch") as failure:
+        run_reshard(pool, FS, shards, timeout_s=60, new_ranks=3, direct=direct)
     assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)
