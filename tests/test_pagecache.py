@@ -5,9 +5,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,21 +13,6 @@ from fixtures import pagecache
 from fixtures.target import local_fs_facts
 
 SIZE_BYTES = 3 * 1024 * 1024 + 123  # not a whole number of pages: the tail page counts too
-
-
-@pytest.fixture(params=["tmp_path", "dev-shm"])
-def directory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    """A directory on the test machine's disk (tmp_path) and one on /dev/shm; removed after."""
-    if request.param == "tmp_path":
-        yield tmp_path
-        return
-    if not os.path.isdir("/dev/shm"):
-        pytest.skip("no /dev/shm on this machine")
-    path = Path(tempfile.mkdtemp(prefix="ckptgate-test-", dir="/dev/shm"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path)
 
 
 def write_file(path: Path, size: int = SIZE_BYTES) -> bytes:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,21 +27,6 @@ def pool() -> Iterator[RankPool]:
     """Three rank processes for this module; stopped at its end."""
     with RankPool(RANKS) as rank_pool:
         yield rank_pool
-
-
-@pytest.fixture(params=["tmp_path", "dev-shm"])
-def directory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    """A directory on the machine's disk (tmp_path) and one on /dev/shm; removed after."""
-    if request.param == "tmp_path":
-        yield tmp_path
-        return
-    if not os.path.isdir("/dev/shm"):
-        pytest.skip("no /dev/shm on this machine")
-    path = Path(tempfile.mkdtemp(prefix="ckptgate-test-", dir="/dev/shm"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path)
 
 
 @pytest.fixture

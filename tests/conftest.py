@@ -1,0 +1,27 @@
+"""Fixtures shared by the suite's own tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(params=["tmp_path", "dev-shm"])
+def directory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """A directory on the machine's disk (tmp_path) and one on /dev/shm (memory-backed);
+    the /dev/shm one is removed after the test (it is the test's own new directory)."""
+    if request.param == "tmp_path":
+        yield tmp_path
+        return
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm on this machine")
+    path = Path(tempfile.mkdtemp(prefix="ckptgate-test-", dir="/dev/shm"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
