@@ -190,6 +190,15 @@ def test_resharded_restore(
         return local[0].burst
 
     burst = campaign.gather("reshard", load, timeout_s)
+    # Number the new ranks across nodes (node i's new rank m is i * M + m), as the job would.
+    new_ranks = local[0].new_ranks
+    burst = dataclasses.replace(
+        burst,
+        ranks=tuple(
+            dataclasses.replace(r, global_rank=r.node * new_ranks + r.global_rank)
+            for r in burst.ranks
+        ),
+    )
     result = dataclasses.replace(local[0], read=_gathered(burst, local[0].read))
     gate.section("reshard", result.to_json())
     files = result.files_per_rank()
