@@ -41,6 +41,7 @@ def test_without_target_the_acceptance_tests_skip_and_say_why() -> None:
         (["--profile=tmpfs", "--target=/nonexistent/ckpt"], "no such directory"),
         (["--profile=tmpfs", "--target=/dev/shm", "--ranks=0"], "--ranks 0"),
         (["--profile=tmpfs", "--target=/dev/shm", "--storage-option=oops"], "KEY=VALUE"),
+        (["--profile=tmpfs", "--report-json=/nonexistent/r.json"], "no such directory"),
     ],
     ids=[
         "unknown-profile",
@@ -49,6 +50,7 @@ def test_without_target_the_acceptance_tests_skip_and_say_why() -> None:
         "missing-target",
         "zero-ranks",
         "bad-storage-option",
+        "report-in-missing-dir",
     ],
 )
 def test_a_user_mistake_is_one_line_not_a_traceback(args: list[str], expected: str) -> None:
