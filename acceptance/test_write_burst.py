@@ -12,16 +12,28 @@ import pytest
 
 from fixtures.campaign import WriteCampaign
 from fixtures.report import GateReport, Item, judge
-from sizing import Profile, Sizing, format_bytes, format_seconds
+from sizing import Profile, Sizing, format_bytes, format_seconds, shard_distribution
 
 GENERATOR_HEADROOM = 2.0
 """The load generator must outrun the target at least this much, or we timed ourselves."""
 
 
 def test_write_burst_rounds(benchmark, campaign: WriteCampaign, gate: GateReport) -> None:
-    """Run the rounds through pytest-benchmark, so its JSON and compare work across targets."""
-    rounds = campaign.profile.run.rounds
-    benchmark.pedantic(campaign.write_round, rounds=rounds, iterations=1, warmup_rounds=0)
+    """Run the rounds through pytest-benchmark, so its JSON and compare work across targets.
+
+    pytest-benchmark times each burst (dispatch to the last rank's result); removing the
+    previous checkpoint and making the next directory run untimed in its setup. The plugin
+    runs this module first, so these are the profile's rounds, not extra ones.
+    """
+    missing = campaign.profile.run.rounds - len(campaign.bursts)
+    if missing > 0:
+        benchmark.pedantic(
+            campaign.write_round,
+            setup=lambda: ((campaign.prepare_round(),), {}),
+            rounds=missing,
+            iterations=1,
+            warmup_rounds=0,
+        )
     bursts = campaign.rounds()
     worst = campaign.worst()
     generator = campaign.generator_burst()
@@ -70,8 +82,15 @@ def test_checkpoint_bytes_on_target(
     """Checklist 1: the target holds the bytes the plan says, measured on the target."""
     campaign.rounds()
     fs = campaign.target.fs
+    # The plan itself is Ψ·K: every global rank's shard adds up to the checkpoint (or, where
+    # replicas write duplicates, to the bytes written).
+    distribution = shard_distribution(cluster_profile)
+    assert sum(distribution.per_rank_bytes) == requirements.written_bytes
+    assert requirements.written_bytes >= requirements.checkpoint_bytes
     on_target = sum(fs.size(shard.path) for shard in campaign.latest_all)
     expected = campaign.played_bytes
+    if campaign.plan.full_cluster and not campaign.plan.capped:
+        expected = requirements.written_bytes  # every rank played: the target holds Ψ·K
     model = cluster_profile.model
     item = gate.record(
         Item(
@@ -94,17 +113,19 @@ def test_checkpoint_bytes_on_target(
 def test_sync_stall(
     campaign: WriteCampaign, cluster_profile: Profile, requirements: Sizing, gate: GateReport
 ) -> None:
-    """Checklist 3 and 4: the slowest rank's open+write+fsync+close against the stall budget.
+    """Checklist 3 and 4: the save's stall, from the common start to the slowest rank's close
+    (its open+write+fsync+close and its release from the start), against the stall budget.
 
     Asserted in sync mode; in async mode reported as what a sync save would cost, so the
     sync-or-async decision rests on a measurement.
     """
     worst = campaign.worst()
-    slowest = max(worst.ranks, key=lambda r: r.total_s)
+    slowest = worst.slowest
     checkpoint = cluster_profile.checkpoint
     budget = requirements.requirements["stall_budget_s"]
     detail = (
-        f"{cluster_profile.name}: {budget.formula}; slowest rank global {slowest.global_rank} "
+        f"{cluster_profile.name}: {budget.formula}; from the common start to the last close; "
+        f"slowest rank global {slowest.global_rank} "
         f"({format_bytes(slowest.bytes)}: open {format_seconds(slowest.phases_s['open'])}, "
         f"write {format_seconds(slowest.phases_s['write'])}, fsync "
         f"{format_seconds(slowest.phases_s['fsync'])}, close "
@@ -113,7 +134,7 @@ def test_sync_stall(
     item = judge(
         id="sync-stall",
         title="sync save stall",
-        measured=slowest.total_s,
+        measured=worst.span_s,
         required=requirements.stall_budget_s,
         unit="s",
         better="lower",

@@ -119,3 +119,13 @@ def test_a_hung_node_turns_into_a_named_failure_within_bounded_time(tmp_path: Pa
         result.stdout
     ), result.stdout[-4000:]
     assert elapsed_s < 120
+
+
+def test_more_nodes_than_the_cluster_has_is_one_line_on_every_node(tmp_path: Path) -> None:
+    result = mpirun("--profile=tmpfs", f"--target={tmp_path}", "acceptance")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 2 and all("node 1 would play no rank" in e for e in errors), (
+        result.stderr[-3000:]
+    )
+    assert "Traceback" not in result.stdout + result.stderr
+    assert os.listdir(tmp_path) == []
