@@ -54,7 +54,9 @@ def dcp_run(
     writes DCP's bytes per rank (one file per rank) on the same target, for comparison."""
     if not target.is_local:
         pytest.skip("DCP's FileSystemWriter needs a local (POSIX) target; this target is not")
-    directory = target.new_local_dir("dcp")
+    # One DCP job per node, each in its own directory (under MPI every node runs this module).
+    node = run_state.cluster.index
+    directory = target.new_local_dir(f"dcp-{node}")
     config = DcpConfig.from_spec(
         cluster_profile.dcp, cluster_profile.model.bytes_per_parameter, directory
     )
@@ -64,7 +66,7 @@ def dcp_run(
         target.claim_tree(directory)
     suite_write = None
     if result.world_size <= run_state.ranks:
-        suite_dir = target.new_dir("dcp-suite-write")
+        suite_dir = target.new_dir(f"dcp-suite-write-{node}")
         shards = [
             ShardFile(
                 rank,

@@ -103,10 +103,18 @@ def _storm_round(
         ),
     )
     create = combine_phases([r.create for r in creates])
-    commit = None
-    if nodes.index == 0:  # the coordinator commits once every node's files are closed
-        commit = run_commit(pool, target.fs_spec, directory, planned, timeout_s)
-    commit = nodes.bcast(commit, timeout_s, f"the commit of storm {step}")
+    # The coordinator (node 0) commits once every node's files are closed; a failure there is
+    # exchanged like any other, so no node waits on a commit that will not come.
+    commit = run_everywhere(
+        nodes,
+        timeout_s,
+        f"the commit of storm {step}",
+        lambda: (
+            run_commit(pool, target.fs_spec, directory, planned, timeout_s)
+            if nodes.index == 0
+            else None
+        ),
+    )[0]
     return StormResult(
         directory,
         tuple(f.path for f in planned),

@@ -116,3 +116,10 @@ def test_a_file_removed_before_its_rank_made_it_is_still_removed_at_cleanup(
     report = target.cleanup()
     assert report.removed_files == 1 and report.left == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_outside_the_run_directory_is_refused(tmp_path: Path) -> None:
+    target = Target(str(tmp_path))
+    target.create_run_dir()
+    with pytest.raises(ValueError, match="outside the run directory"):
+        target.register([str(tmp_path / "elsewhere.distcp")])
