@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from fixtures.burst import BurstResult
-from fixtures.campaign import WriteCampaign, save_window_s
+from fixtures.campaign import WriteCampaign
 from fixtures.contention import (
     READ_BYTES,
     ContendedRun,
@@ -147,7 +147,7 @@ def contention(campaign: WriteCampaign, reader_pool: RankPool) -> Iterator[Conte
             ),
         )
         worst_alone_s = max(b.span_s for b in bursts)
-        window_s = save_window_s(profile, campaign.sizing)
+        window_s = campaign.sizing.create_window_s
         duration_s = WARMUP_S + max(MIN_READ_S, min(window_s, COVER_SPANS * worst_alone_s))
         writer_gate = start_gate(campaign.nodes, campaign.timeout_s, "the contended writers' start")
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from fixtures.campaign import TIMEOUT_WINDOWS
+from fixtures.campaign import timeout_for
 from fixtures.engine import RankPool
 from fixtures.metadata_storm import (
     METADATA_NAME,
@@ -65,10 +65,6 @@ class MetadataRun:
     def worst(self) -> StormResult:
         """The slowest round: every checkpoint must commit within its window."""
         return max(self.rounds, key=lambda r: r.span_s)
-
-
-def _timeout_s(profile: Profile, window_s: float) -> float:
-    return max(profile.run.timeout_floor_s, TIMEOUT_WINDOWS * window_s)
 
 
 def _storm_round(
@@ -132,7 +128,7 @@ def metadata_run(
     """The storms, once per module; their files are the run's (the plugin removes them)."""
     profile, nodes = run_state.profile, run_state.cluster
     files = profile.run.metadata_files or profile.cluster.gpus * profile.checkpoint.files_per_rank
-    timeout_s = _timeout_s(profile, requirements.create_window_s)
+    timeout_s = timeout_for(profile, requirements.create_window_s)
     target.new_dir("metadata")
     rounds = [
         _storm_round(step, files, target, rank_pool, run_state, timeout_s)
@@ -161,7 +157,7 @@ def metadata_run(
     mine = list(shares[nodes.index]) if nodes.index < len(shares) else []
     if nodes.index == 0:
         mine.append(metadata_paths(older.directory)[1])
-    delete_timeout_s = _timeout_s(profile, profile.checkpoint.interval_s)
+    delete_timeout_s = timeout_for(profile, profile.checkpoint.interval_s)
     deletes = run_everywhere(
         nodes,
         delete_timeout_s,

@@ -21,7 +21,7 @@ import dataclasses
 import pytest
 
 from fixtures.burst import BurstResult
-from fixtures.campaign import TIMEOUT_WINDOWS, WriteCampaign
+from fixtures.campaign import WriteCampaign, timeout_for
 from fixtures.nodes import start_gate
 from fixtures.plugin import RunState
 from fixtures.readback import ReadResult, run_readback, summarize
@@ -33,7 +33,7 @@ from sizing import Profile, Sizing, format_bytes, format_seconds
 
 def _timeout_s(profile: Profile) -> float:
     """Ten restart windows, or the floor: a rank slower than that counts as hung."""
-    return max(profile.run.timeout_floor_s, TIMEOUT_WINDOWS * profile.restart.read_s)
+    return timeout_for(profile, profile.restart.read_s)
 
 
 def _direct(run_state: RunState, profile: Profile) -> bool:

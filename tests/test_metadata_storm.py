@@ -22,10 +22,10 @@ from fixtures.metadata_storm import (
     run_delete_storm,
     run_metadata_storm,
     run_restore_listing,
-    shard_name,
     split,
     storm_files,
 )
+from fixtures.write_burst import shard_file_name
 
 RANKS = 3
 RUN_ID = 20261129
@@ -52,7 +52,7 @@ def test_storm_creates_exactly_the_files_and_commits_the_metadata(
     directory = checkpoint(tmp_path)
     files = storm_files(directory, 25, files_per_rank=2)
     result = run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, io=io)
-    names = {shard_name(g, i) for g in range(13) for i in range(2)} - {shard_name(12, 1)}
+    names = {shard_file_name(g, i) for g in range(13) for i in range(2)} - {shard_file_name(12, 1)}
     assert set(os.listdir(directory)) == names | {METADATA_NAME}
     assert result.metadata_path == f"{directory}/{METADATA_NAME}"
     assert (result.create.ops, result.committed_files, result.io) == (25, 26, io)
@@ -73,7 +73,7 @@ def test_create_close_only_is_fios_filecreate(pool: RankPool, tmp_path: Path) ->
         pool, LOCAL, directory, files, 60, run_id=RUN_ID, write_bytes=0, fsync=False, commit=False
     )
     assert result.commit is None and result.metadata_path is None
-    assert sorted(os.listdir(directory)) == sorted(shard_name(g, 0) for g in range(7))
+    assert sorted(os.listdir(directory)) == sorted(shard_file_name(g, 0) for g in range(7))
     assert all(os.path.getsize(f.path) == 0 for f in files)
     assert result.create_close_rate_per_s == 7 / result.create.span_s
 
