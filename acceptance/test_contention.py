@@ -37,7 +37,7 @@ from fixtures.engine import RankPool
 from fixtures.nodes import run_everywhere, start_gate
 from fixtures.report import GateReport, Item, judge
 from fixtures.write_burst import ShardFile, run_write_burst, shard_file_name
-from sizing import Profile, Sizing, format_bytes, format_rate, format_seconds
+from sizing import Profile, Sizing, format_rate, format_seconds
 
 MIN_READ_S = 2.0
 """The shortest reader run: long enough for a steady rate on any target."""
@@ -226,41 +226,24 @@ def test_persist_under_contention(
 ) -> None:
     """The persist requirement still holds while the dataloader reads from the same target."""
     gate.section("contention", contention.to_json())
-    checkpoint = cluster_profile.checkpoint
-    played = campaign.played_bytes
-    if checkpoint.mode == "async":
-        planned = requirements.requirements["async_persist_planned_bytes_per_s"]
-        item = judge(
+    if cluster_profile.checkpoint.mode == "async":
+        item = campaign.judge_async_persist(
+            contention.writers,
             id="contention-persist",
             title="async persist under read contention",
-            measured=contention.writers.aggregate_bytes_per_s,
-            required=played / checkpoint.interval_s * checkpoint.async_headroom,
-            unit="B/s",
-            detail=f"{cluster_profile.name}: {planned.formula}; this run: "
-            f"{format_bytes(played)} / {checkpoint.interval_s:g} s x "
-            f"{checkpoint.async_headroom:g} headroom; {_sides(contention)}; "
-            f"{campaign.plan.scale()}",
-            scope=campaign.plan.scope(),
+            words=_sides(contention),
         )
     else:
-        slowest = max(contention.writers.ranks, key=lambda r: r.total_s)
-        budget = requirements.requirements["stall_budget_s"]
-        item = judge(
+        item = campaign.judge_stall(
+            contention.writers,
             id="contention-persist",
             title="sync stall under read contention",
-            measured=slowest.total_s,
-            required=requirements.stall_budget_s,
-            unit="s",
-            better="lower",
-            detail=f"{cluster_profile.name}: {budget.formula}; slowest rank global "
-            f"{slowest.global_rank} ({format_bytes(slowest.bytes)}); {_sides(contention)}; "
-            f"{campaign.plan.scale()}",
-            scope=campaign.plan.scope(),
+            words=_sides(contention),
         )
     if contention.coverage < 1.0:
         item.detail += "; the readers stopped before the writers finished (bounded run)"
     gate.record(item)
-    assert contention.writers.total_bytes == played
+    assert contention.writers.total_bytes == campaign.played_bytes
     assert item.passed, item.message
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from fixtures.campaign import WriteCampaign
 from fixtures.report import GateReport, Item, judge
-from sizing import Profile, Sizing, format_bytes, format_seconds, shard_distribution
+from sizing import Profile, Sizing, format_bytes, shard_distribution
 
 GENERATOR_HEADROOM = 2.0
 """The load generator must outrun the target at least this much, or we timed ourselves."""
@@ -119,27 +119,12 @@ def test_sync_stall(
     Asserted in sync mode; in async mode reported as what a sync save would cost, so the
     sync-or-async decision rests on a measurement.
     """
-    worst = campaign.worst()
-    slowest = worst.slowest
     checkpoint = cluster_profile.checkpoint
-    budget = requirements.requirements["stall_budget_s"]
-    detail = (
-        f"{cluster_profile.name}: {budget.formula}; from the common start to the last close; "
-        f"slowest rank global {slowest.global_rank} "
-        f"({format_bytes(slowest.bytes)}: open {format_seconds(slowest.phases_s['open'])}, "
-        f"write {format_seconds(slowest.phases_s['write'])}, fsync "
-        f"{format_seconds(slowest.phases_s['fsync'])}, close "
-        f"{format_seconds(slowest.phases_s['close'])}); {campaign.plan.scale()}"
-    )
-    item = judge(
+    item = campaign.judge_stall(
+        campaign.worst(),
         id="sync-stall",
         title="sync save stall",
-        measured=worst.span_s,
-        required=requirements.stall_budget_s,
-        unit="s",
-        better="lower",
-        detail=detail,
-        scope=campaign.plan.scope(),
+        words=f"slowest round of {len(campaign.rounds())}",
     )
     if checkpoint.mode == "async":
         item.passed = None
@@ -160,30 +145,11 @@ def test_async_persist(
     checkpoint = cluster_profile.checkpoint
     if checkpoint.mode != "async":
         pytest.skip("checkpoint.mode is sync: the sync stall test gates the save")
-    worst = campaign.worst()
-    played = campaign.played_bytes
-    minimum = played / checkpoint.interval_s
-    planned = minimum * checkpoint.async_headroom
-    measured = worst.aggregate_bytes_per_s
-    planned_req = requirements.requirements["async_persist_planned_bytes_per_s"]
-    detail = (
-        f"{cluster_profile.name}: {planned_req.formula}; this run: "
-        f"{format_bytes(played)} / {checkpoint.interval_s:g} s x {checkpoint.async_headroom:g} "
-        f"headroom; slowest round of {len(campaign.rounds())}; {campaign.plan.scale()}"
-    )
-    item = judge(
+    item = campaign.judge_async_persist(
+        campaign.worst(),
         id="async-persist",
         title="async persist bandwidth",
-        measured=measured,
-        required=planned,
-        unit="B/s",
-        detail=detail,
-        scope=campaign.plan.scope(),
+        words=f"slowest round of {len(campaign.rounds())}",
     )
-    if not item.passed and measured >= minimum:
-        item.detail += (
-            f"; above the no-headroom minimum {minimum / 1e9:.3g} GB/s, so saves keep up only "
-            "without contention"
-        )
     gate.record(item)
     assert item.passed, item.message
