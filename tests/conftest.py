@@ -9,6 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# The machines that run this suite are shared and noisy: a per-example deadline would fail
+# property tests for the machine's load, not for the property. Examples stay bounded per test.
+settings.register_profile("ckptgate", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ckptgate"))
 
 
 @pytest.fixture(params=["tmp_path", "dev-shm"])
