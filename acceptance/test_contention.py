@@ -14,7 +14,6 @@ slowdown is reported, and gated where the profile sets ``run.max_reader_slowdown
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from fixtures.burst import BurstResult
+from fixtures.burst import BurstResult, merge_nodes
 from fixtures.campaign import WriteCampaign
 from fixtures.contention import (
     READ_BYTES,
@@ -179,14 +178,7 @@ def contention(campaign: WriteCampaign, reader_pool: RankPool) -> Iterator[Conte
         )
         yield Contention(
             writers_alone_bytes_per_s=alone_writers,
-            writers=BurstResult(
-                "write",
-                tuple(
-                    dataclasses.replace(r, node=node)
-                    for node, run in enumerate(runs)
-                    for r in run.writers.ranks
-                ),
-            ),
+            writers=merge_nodes("write", [run.writers for run in runs]),
             readers_alone_bytes_per_s=sum(a.aggregate_bytes_per_s for a in alone),
             readers_contended_bytes_per_s=sum(run.reader_bytes_per_s for run in runs),
             coverage=min(run.coverage for run in runs),
