@@ -79,11 +79,14 @@ def test_a_transfer_that_is_not_whole_blocks_rounds_up() -> None:
 @example(offset=TRANSFER_BYTES - 3, length=TRANSFER_BYTES + 7, flip=0.0, shift=1)  # ragged head
 @example(offset=TRANSFER_BYTES - 3, length=TRANSFER_BYTES + 7, flip=0.99999, shift=3)  # tail
 @example(offset=4095, length=33, flip=0.5, shift=5)  # inside a block's stamp
+@example(offset=TRANSFER_BYTES, length=2 * TRANSFER_BYTES, flip=0.5, shift=3)  # hashed, unaligned
+@example(offset=TRANSFER_BYTES, length=TRANSFER_BYTES + BLOCK_BYTES, flip=0.99999, shift=0)
 def test_verify_takes_any_range_at_any_address_and_names_a_flipped_byte(
     offset: int, length: int, flip: float, shift: int
 ) -> None:
-    """The in-place comparison, on and off the transfer grid and at any memory alignment of
-    the data (a resharded slice starts anywhere): every byte is compared, none is skipped."""
+    """Both checks (the hash on the grid, the comparison off it), at any memory alignment of
+    the data (a resharded slice starts anywhere): every byte is checked, none is skipped, and
+    the data is as read afterwards, whether it passed or not."""
     stamper = BlockStamper(KEY, TRANSFER_BYTES)
     written = file_bytes(BlockStamper(KEY, TRANSFER_BYTES), offset + length)
     storage = np.zeros(length + 8, dtype=np.uint8)
@@ -91,10 +94,13 @@ def test_verify_takes_any_range_at_any_address_and_names_a_flipped_byte(
     data[:] = np.frombuffer(written[offset:], dtype=np.uint8)
     stamper.verify(data, offset, "shard.bin")
     stamper.verify(bytes(data), offset, "shard.bin")
+    assert data.tobytes() == written[offset:]
     bad = int(flip * length)
     data[bad] ^= 0x80
     with pytest.raises(DataMismatch, match=rf"shard\.bin: byte at offset {offset + bad} differs"):
         stamper.verify(data, offset, "shard.bin")
+    data[bad] ^= 0x80
+    assert data.tobytes() == written[offset:]
 
 
 def test_verify_on_the_grid_allocates_no_expected_copy() -> None:
@@ -118,3 +124,46 @@ def test_verify_refuses_data_that_is_not_bytes() -> None:
     stamper = BlockStamper(KEY, TRANSFER_BYTES)
     with pytest.raises(TypeError, match="uint8"):
         stamper.verify(np.zeros(16, dtype=np.uint64), 0, "shard.bin")
+
+
+def _count_comparisons(stamper: BlockStamper, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record the length of every piece that ``verify`` compares byte for byte."""
+    compared: list[int] = []
+    compare = stamper._compare
+
+    def counting(piece: np.ndarray, *args: object) -> None:
+        compared.append(len(piece))
+        compare(piece, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stamper, "_compare", counting)
+    return compared
+
+
+def test_whole_transfers_on_the_grid_are_hashed_not_compared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a reader verifies (whole transfers read into its own buffer) takes the one-pass
+    hash; only a ragged tail is compared with the expected bytes."""
+    stamper = BlockStamper(KEY, TRANSFER_BYTES)
+    compared = _count_comparisons(stamper, monkeypatch)
+    size = 5 * TRANSFER_BYTES + 1000
+    data = np.frombuffer(file_bytes(stamper, size), dtype=np.uint8).copy()
+    stamper.verify(data, 0, "shard.bin")
+    assert compared == [1000]
+    stamper.verify(bytes(data[:TRANSFER_BYTES]), 0, "shard.bin")  # read-only: no hash path
+    assert compared == [1000, TRANSFER_BYTES]
+
+
+def test_a_block_from_the_next_transfer_fails_the_hash_and_is_named() -> None:
+    """Block 3 of two transfers hold the same pool bytes: swapped, only their offset stamps
+    tell them apart, and the hash, which covers the stamps, catches it."""
+    stamper = BlockStamper(KEY, TRANSFER_BYTES)
+    data = np.frombuffer(file_bytes(stamper, 2 * TRANSFER_BYTES), dtype=np.uint8).copy()
+    first, second = 3 * BLOCK_BYTES, TRANSFER_BYTES + 3 * BLOCK_BYTES
+    block = data[first : first + BLOCK_BYTES].copy()
+    data[first : first + BLOCK_BYTES] = data[second : second + BLOCK_BYTES]
+    data[second : second + BLOCK_BYTES] = block
+    assert (data[first + 32 : first + BLOCK_BYTES] == block[32:]).all()
+    # the offset is the block's fourth 8-byte word, little-endian; 64 KiB apart: its third byte
+    with pytest.raises(DataMismatch, match=rf"shard\.bin: byte at offset {first + 24 + 2} "):
+        stamper.verify(data, 0, "shard.bin")
