@@ -25,12 +25,13 @@ import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks import fio
+from fixtures.burst import BurstResult
 from fixtures.engine import RankContext, RankPool
-from fixtures.metadata_storm import run_metadata_storm, storm_files
-from fixtures.readback import run_readback
+from fixtures.metadata_storm import StormResult, run_metadata_storm, storm_files
+from fixtures.readback import ReadResult, run_readback
 from fixtures.target import Target, TargetError
 from fixtures.write_burst import ShardFile, peak_rss_bytes, run_write_burst, shard_file_name
 
@@ -81,6 +82,26 @@ def idle_rank_task(ctx: RankContext) -> dict[str, Any]:
     }
 
 
+SuiteRun = TypeVar("SuiteRun")
+FioRun = TypeVar("FioRun")
+
+
+def in_turn(
+    repeat: int, suite: Callable[[], SuiteRun], peer: Callable[[], FioRun]
+) -> tuple[SuiteRun, FioRun, str]:
+    """Run both sides of one repeat: the suite first on even repeats, fio first on odd ones.
+
+    Whatever the first run leaves behind (a storage cache below the client warmed by its
+    reads, a device still writing back) then falls on each side alike; returns the two results
+    and which side went first.
+    """
+    if repeat % 2 == 0:
+        ours = suite()
+        return ours, peer(), "suite"
+    theirs = peer()
+    return suite(), theirs, "fio"
+
+
 @dataclass
 class Pair:
     """One repeat: the suite's figure and fio's, in the same unit (bytes/s or files/s)."""
@@ -89,6 +110,8 @@ class Pair:
     fio: float
     suite_detail: dict[str, Any] = field(default_factory=dict)
     fio_detail: dict[str, Any] = field(default_factory=dict)
+    first: str = "suite"
+    """Which side ran first in this repeat."""
 
     @property
     def ratio(self) -> float | None:
@@ -128,6 +151,7 @@ class Comparison:
                     "suite": p.suite,
                     "fio": p.fio,
                     "ratio": p.ratio,
+                    "first": p.first,
                     "suite_detail": p.suite_detail,
                     "fio_detail": p.fio_detail,
                 }
@@ -148,11 +172,14 @@ def _rate(value: float | None, unit: str) -> str:
 def render(comparison: Comparison) -> str:
     """The table a person reads: per repeat suite, fio, ratio; then the verdict and memory."""
     settings = ", ".join(f"{k}={v}" for k, v in comparison.settings.items())
-    lines = [f"{comparison.kind}: {settings}", f"{'repeat':>6}  {'suite':>15}  {'fio':>15}  ratio"]
+    lines = [
+        f"{comparison.kind}: {settings}",
+        f"{'repeat':>6}  {'first':>5}  {'suite':>15}  {'fio':>15}  ratio",
+    ]
     for index, pair in enumerate(comparison.pairs):
         ratio = f"{pair.ratio:.3f}" if pair.ratio is not None else "-"
         suite, fio_rate = _rate(pair.suite, comparison.unit), _rate(pair.fio, comparison.unit)
-        lines.append(f"{index:>6}  {suite:>15}  {fio_rate:>15}  {ratio}")
+        lines.append(f"{index:>6}  {pair.first:>5}  {suite:>15}  {fio_rate:>15}  {ratio}")
     median = comparison.median_ratio
     if median is None:
         lines.append(f"median ratio suite/fio: - (target >= {comparison.target_ratio})")
@@ -211,21 +238,28 @@ def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
     try:
         for repeat in range(-args.warmup, args.repeats):
             tag = f"w{repeat}" if repeat >= 0 else f"warmup{-repeat}"
-            suite_dir = target.new_dir(f"{tag}-suite")
-            shards = _shards(suite_dir, ranks, size, transfer, run_id)
-            target.register([s.path for s in shards])
-            burst = run_write_burst(pool, target.fs_spec, shards, args.timeout_s)
-            target.remove_files([s.path for s in shards])
 
-            fio_dir = target.new_dir(f"{tag}-fio")
-            target.register(fio.write_job_paths(fio_dir, ranks))
-            result = fio.run_fio(
-                fio.write_job(fio_dir, ranks, size, transfer, thread=not args.fio_processes),
-                args.fio,
-            )
-            target.remove_files(fio.write_job_paths(fio_dir, ranks))
-            if result.total_bytes != ranks * size:
-                raise fio.FioError(f"fio wrote {result.total_bytes} B, expected {ranks * size}")
+            def suite(tag: str = tag) -> BurstResult:
+                suite_dir = target.new_dir(f"{tag}-suite")
+                shards = _shards(suite_dir, ranks, size, transfer, run_id)
+                target.register([s.path for s in shards])
+                burst = run_write_burst(pool, target.fs_spec, shards, args.timeout_s)
+                target.remove_files([s.path for s in shards])
+                return burst
+
+            def peer(tag: str = tag) -> fio.FioResult:
+                fio_dir = target.new_dir(f"{tag}-fio")
+                target.register(fio.write_job_paths(fio_dir, ranks))
+                result = fio.run_fio(
+                    fio.write_job(fio_dir, ranks, size, transfer, thread=not args.fio_processes),
+                    args.fio,
+                )
+                target.remove_files(fio.write_job_paths(fio_dir, ranks))
+                if result.total_bytes != ranks * size:
+                    raise fio.FioError(f"fio wrote {result.total_bytes} B, expected {ranks * size}")
+                return result
+
+            burst, result, first = in_turn(repeat, suite, peer)
             if repeat < 0:
                 continue
             for record in burst.ranks:
@@ -240,6 +274,7 @@ def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
                         "generate_s_max": max(r.extra["generate_s"] for r in burst.ranks),
                     },
                     {"span_s": result.span_s, "runtimes_s": [j.runtime_s for j in result.jobs]},
+                    first,
                 )
             )
     finally:
@@ -286,8 +321,9 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
             invalidate=True,
             thread=not args.fio_processes,
         )
-        for repeat in range(-args.warmup, args.repeats):
-            read = run_readback(
+
+        def suite() -> ReadResult:
+            return run_readback(
                 pool,
                 target.fs_spec,
                 shards,
@@ -296,25 +332,41 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
                 direct=args.direct,
                 drop_cache=True,
             )
-            suite_rate = read.burst.aggregate_bytes_per_s
-            suite_detail = {
-                "span_s": read.burst.span_s,
-                "resident_fraction": read.resident_fraction,
-                "memory_backed": read.memory_backed,
-                "direct": read.direct,
-            }
+
+        def peer() -> fio.FioResult:
             result = fio.run_fio(job, args.fio)
             if result.total_bytes != ranks * size:
                 raise fio.FioError(f"fio read {result.total_bytes} B, expected {ranks * size}")
-            if repeat >= 0:
-                comparison.pairs.append(
-                    Pair(
-                        suite_rate,
-                        result.aggregate_bytes_per_s,
-                        suite_detail,
-                        {"span_s": result.span_s},
-                    )
+            return result
+
+        for repeat in range(-args.warmup, args.repeats):
+            read, result, first = in_turn(repeat, suite, peer)
+            if repeat < 0:
+                continue
+            comparison.pairs.append(
+                Pair(
+                    read.burst.aggregate_bytes_per_s,
+                    result.aggregate_bytes_per_s,
+                    {
+                        "span_s": read.burst.span_s,
+                        "resident_fraction": read.resident_fraction,
+                        "memory_backed": read.memory_backed,
+                        "direct": read.direct,
+                        "ranks": [
+                            {
+                                "rank": r.rank,
+                                "start_s": r.start_s,
+                                "end_s": r.end_s,
+                                **r.phases_s,
+                                "verify_s": r.extra["verify_s"],
+                            }
+                            for r in read.burst.ranks
+                        ],
+                    },
+                    {"span_s": result.span_s},
+                    first,
                 )
+            )
     finally:
         pool.close()
     return comparison
@@ -335,36 +387,51 @@ def compare_create(target: Target, args: argparse.Namespace) -> Comparison:
         pool.pids()  # start the ranks before the first timed storm
         for repeat in range(-args.warmup, args.repeats):
             tag = f"c{repeat}" if repeat >= 0 else f"warmup{-repeat}"
-            suite_dir = target.new_dir(f"{tag}-suite")
-            files_ = storm_files(suite_dir, per_rank * ranks, per_rank)
-            target.register([f.path for f in files_])
-            # A pure create+close storm, as fio's filecreate: no write, fsync or commit.
-            storm = run_metadata_storm(
-                pool,
-                target.fs_spec,
-                suite_dir,
-                files_,
-                args.timeout_s,
-                run_id=run_id,
-                write_bytes=0,
-                fsync=False,
-                commit=False,
-            )
-            target.remove_files([f.path for f in files_])
-            suite_rate = storm.create_close_rate_per_s
-            suite_detail = {"span_s": storm.create.span_s, "io": storm.io}
-            fio_dir = target.new_dir(f"{tag}-fio")
-            paths = fio.create_job_paths(fio_dir, ranks, per_rank)
-            target.register(paths)
-            result = fio.run_fio(
-                fio.create_job(fio_dir, ranks, per_rank, thread=not args.fio_processes), args.fio
-            )
-            target.remove_files(paths)
-            if result.total_ios != len(paths):
-                raise fio.FioError(f"fio created {result.total_ios} files, expected {len(paths)}")
+
+            def suite(tag: str = tag) -> StormResult:
+                suite_dir = target.new_dir(f"{tag}-suite")
+                files_ = storm_files(suite_dir, per_rank * ranks, per_rank)
+                target.register([f.path for f in files_])
+                # A pure create+close storm, as fio's filecreate: no write, fsync or commit.
+                storm = run_metadata_storm(
+                    pool,
+                    target.fs_spec,
+                    suite_dir,
+                    files_,
+                    args.timeout_s,
+                    run_id=run_id,
+                    write_bytes=0,
+                    fsync=False,
+                    commit=False,
+                )
+                target.remove_files([f.path for f in files_])
+                return storm
+
+            def peer(tag: str = tag) -> fio.FioResult:
+                fio_dir = target.new_dir(f"{tag}-fio")
+                paths = fio.create_job_paths(fio_dir, ranks, per_rank)
+                target.register(paths)
+                result = fio.run_fio(
+                    fio.create_job(fio_dir, ranks, per_rank, thread=not args.fio_processes),
+                    args.fio,
+                )
+                target.remove_files(paths)
+                if result.total_ios != len(paths):
+                    raise fio.FioError(
+                        f"fio created {result.total_ios} files, expected {len(paths)}"
+                    )
+                return result
+
+            storm, result, first = in_turn(repeat, suite, peer)
             if repeat >= 0:
                 comparison.pairs.append(
-                    Pair(suite_rate, result.aggregate_iops, suite_detail, {"span_s": result.span_s})
+                    Pair(
+                        storm.create_close_rate_per_s,
+                        result.aggregate_iops,
+                        {"span_s": storm.create.span_s, "io": storm.io},
+                        {"span_s": result.span_s},
+                        first,
+                    )
                 )
     finally:
         pool.close()

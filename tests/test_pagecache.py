@@ -113,3 +113,32 @@ def test_a_filesystem_that_refuses_o_direct_gets_a_plain_read_and_a_reason(
 def test_other_open_errors_are_not_hidden_by_the_fallback(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         pagecache.open_read(str(tmp_path / "missing"), direct=True)
+
+
+@pytest.mark.parametrize("refuse", [False, True], ids=["buffered", "o-direct-refused"])
+def test_a_buffered_read_advises_sequential_access_and_a_direct_one_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refuse: bool
+) -> None:
+    """fio advises sequential access on a sequential read (``fadvise_hint=1``), which doubles
+    the kernel's read-ahead; the readback must drive the target as hard, so it does too."""
+    path = tmp_path / "shard"
+    write_file(path, 8192)
+    advised: list[int] = []
+    real_fadvise, real_open = os.posix_fadvise, os.open
+
+    def record(fd: int, offset: int, length: int, advice: int) -> None:
+        advised.append(advice)
+        real_fadvise(fd, offset, length, advice)
+
+    def refuse_direct(name: str, flags: int, *args: int) -> int:
+        if refuse and flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(name, flags, *args)
+
+    monkeypatch.setattr(pagecache.os, "posix_fadvise", record)
+    monkeypatch.setattr(pagecache.os, "open", refuse_direct)
+    for direct in (False, True):
+        advised.clear()
+        opened = pagecache.open_read(str(path), direct=direct)
+        os.close(opened.fd)
+        assert advised == ([] if opened.direct else [os.POSIX_FADV_SEQUENTIAL])
