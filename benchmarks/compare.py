@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import secrets
 import statistics
@@ -102,6 +103,19 @@ def in_turn(
     return suite(), theirs, "fio"
 
 
+def bootstrap_median_interval(
+    values: Sequence[float], confidence: float = 0.9, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median of ``values`` (Efron & Tibshirani 1993,
+    ch. 13): the median of ``resamples`` draws with replacement, its middle ``confidence``."""
+    draw = random.Random(seed)
+    medians = sorted(
+        statistics.median(draw.choices(values, k=len(values))) for _ in range(resamples)
+    )
+    tail = int((1 - confidence) / 2 * resamples)
+    return medians[tail], medians[resamples - 1 - tail]
+
+
 @dataclass
 class Pair:
     """One repeat: the suite's figure and fio's, in the same unit (bytes/s or files/s)."""
@@ -134,9 +148,17 @@ class Comparison:
         return TARGET_RATIO[(self.kind, self.memory_backed)]
 
     @property
+    def ratios(self) -> list[float]:
+        return [p.ratio for p in self.pairs if p.ratio is not None]
+
+    @property
     def median_ratio(self) -> float | None:
-        ratios = [p.ratio for p in self.pairs if p.ratio is not None]
-        return statistics.median(ratios) if ratios else None
+        return statistics.median(self.ratios) if self.ratios else None
+
+    @property
+    def median_interval(self) -> tuple[float, float] | None:
+        """90 % bootstrap interval of the median ratio: how far the noise lets it move."""
+        return bootstrap_median_interval(self.ratios) if len(self.ratios) > 1 else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,6 +167,7 @@ class Comparison:
             "settings": self.settings,
             "memory_backed": self.memory_backed,
             "median_ratio": self.median_ratio,
+            "median_interval_90": self.median_interval,
             "target_ratio": self.target_ratio,
             "repeats": [
                 {
@@ -189,6 +212,13 @@ def render(comparison: Comparison) -> str:
             f"median ratio suite/fio: {median:.3f} ({verdict} target >= {comparison.target_ratio}"
             f"{', memory-backed target' if comparison.memory_backed else ''})"
         )
+        interval = comparison.median_interval
+        if interval is not None:
+            low, high = interval
+            lines.append(
+                f"90 % bootstrap interval of the median: {low:.3f} to {high:.3f} "
+                f"({len(comparison.ratios)} repeats)"
+            )
     memory = comparison.memory
     if memory:
         transfer = memory["transfer_bytes"]

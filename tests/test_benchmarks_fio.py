@@ -229,3 +229,11 @@ def test_compare_write_end_to_end_leaves_nothing_behind(tmp_path, capsys):
     assert figures["memory"]["peak_rss_bytes"][0] > 0
     assert figures["run_dir"].startswith("/dev/shm/ckptgate-")
     assert not os.path.exists(figures["run_dir"])
+
+
+def test_the_median_interval_is_tight_for_steady_ratios_and_wide_for_noisy_ones():
+    steady = compare.bootstrap_median_interval([1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0])
+    noisy = compare.bootstrap_median_interval([0.6, 1.5, 0.7, 1.4, 0.9, 1.2, 0.65])
+    assert steady[0] <= 1.0 <= steady[1] and steady[1] - steady[0] <= 0.03
+    assert noisy[0] <= 0.9 <= noisy[1] and noisy[1] - noisy[0] >= 0.5
+    assert compare.bootstrap_median_interval([2.0]) == (2.0, 2.0)
