@@ -24,6 +24,7 @@ import re
 import secrets
 import statistics
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -88,19 +89,29 @@ FioRun = TypeVar("FioRun")
 
 
 def in_turn(
-    repeat: int, suite: Callable[[], SuiteRun], peer: Callable[[], FioRun]
+    repeat: int,
+    suite: Callable[[], SuiteRun],
+    peer: Callable[[], FioRun],
+    settle_s: float = 0.0,
 ) -> tuple[SuiteRun, FioRun, str]:
     """Run both sides of one repeat: the suite first on even repeats, fio first on odd ones.
 
     Whatever the first run leaves behind (a storage cache below the client warmed by its
     reads, a device still writing back) then falls on each side alike; returns the two results
-    and which side went first.
+    and which side went first. Each side starts after ``settle_s`` of idle time: a target
+    that throttles with a burst allowance (a cloud or virtual disk) then starts each run with
+    the same allowance, instead of the second run of a pair finding it spent.
     """
+
+    def settled(run: Callable[[], Any]) -> Any:
+        time.sleep(settle_s)
+        return run()
+
     if repeat % 2 == 0:
-        ours = suite()
-        return ours, peer(), "suite"
-    theirs = peer()
-    return suite(), theirs, "fio"
+        ours = settled(suite)
+        return ours, settled(peer), "suite"
+    theirs = settled(peer)
+    return settled(suite), theirs, "fio"
 
 
 def bootstrap_median_interval(
@@ -289,7 +300,7 @@ def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
                     raise fio.FioError(f"fio wrote {result.total_bytes} B, expected {ranks * size}")
                 return result
 
-            burst, result, first = in_turn(repeat, suite, peer)
+            burst, result, first = in_turn(repeat, suite, peer, args.settle_s)
             if repeat < 0:
                 continue
             for record in burst.ranks:
@@ -370,7 +381,7 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
             return result
 
         for repeat in range(-args.warmup, args.repeats):
-            read, result, first = in_turn(repeat, suite, peer)
+            read, result, first = in_turn(repeat, suite, peer, args.settle_s)
             if repeat < 0:
                 continue
             comparison.pairs.append(
@@ -452,7 +463,7 @@ def compare_create(target: Target, args: argparse.Namespace) -> Comparison:
                     )
                 return result
 
-            storm, result, first = in_turn(repeat, suite, peer)
+            storm, result, first = in_turn(repeat, suite, peer, args.settle_s)
             if repeat >= 0:
                 comparison.pairs.append(
                     Pair(
@@ -494,6 +505,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--files", type=int, default=20000, metavar="N", help="default: 20000")
     parser.add_argument("--repeats", type=int, default=5, metavar="K", help="default: 5")
     parser.add_argument("--warmup", type=int, default=1, metavar="K", help="default: 1")
+    parser.add_argument(
+        "--settle-s", type=float, default=0.0, metavar="S",
+        help="idle seconds before every timed run, either side (default: 0; see README)",
+    )  # fmt: skip
     parser.add_argument("--shift", type=int, default=1, help="read: rank i reads rank i+shift")
     parser.add_argument("--direct", action="store_true", help="read: O_DIRECT on both sides")
     parser.add_argument("--timeout-s", type=float, default=600.0, help="default: 600")
@@ -533,6 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     comparison.settings["fs_type"] = target.facts.fs_type
     comparison.settings["fio"] = f"{version[0]}.{version[1]}"
     comparison.settings["fio_jobs"] = "processes" if args.fio_processes else "threads"
+    comparison.settings["settle_s"] = args.settle_s
     comparison.run_dir = target.run_dir
     print(render(comparison))
     if args.json:
