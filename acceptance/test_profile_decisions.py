@@ -18,7 +18,7 @@ for a larger file, which a run without ``run.shard_bytes_cap`` shows.
 
 from __future__ import annotations
 
-from fixtures.burst import RankRecord
+from fixtures.burst import RankRecord, per_second
 from fixtures.campaign import WriteCampaign
 from fixtures.report import GateReport, Item, judge
 from sizing import Profile, Sizing, format_bytes, format_rate, format_seconds
@@ -38,7 +38,7 @@ def _largest_rank(campaign: WriteCampaign) -> RankRecord:
 def _per_rank(campaign: WriteCampaign) -> tuple[float, float, str]:
     """Measured per-rank bandwidth, the time the largest shard takes at it, and the words."""
     record = _largest_rank(campaign)
-    bandwidth = record.bytes / record.total_s if record.total_s > 0 else float("inf")
+    bandwidth = per_second(record.bytes, record.total_s)
     largest = campaign.sizing.largest_shard_bytes
     needed_s = largest / bandwidth
     words = (

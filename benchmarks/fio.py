@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fixtures.burst import per_second
+
 MIN_VERSION = (3, 1)
 """filecreate and create_on_open need fio 3.1 or later; Debian bookworm ships 3.33."""
 
@@ -242,11 +244,11 @@ class FioResult:
 
     @property
     def aggregate_bytes_per_s(self) -> float:
-        return self.total_bytes / self.span_s if self.span_s > 0 else float("inf")
+        return per_second(self.total_bytes, self.span_s)
 
     @property
     def aggregate_iops(self) -> float:
-        return self.total_ios / self.span_s if self.span_s > 0 else float("inf")
+        return per_second(self.total_ios, self.span_s)
 
     def to_json(self) -> dict[str, Any]:
         return {
