@@ -108,20 +108,26 @@ def parse_bytes(value: object, where: str) -> int:
 
     Returns an int. Raises UnitError naming ``where``, the value and what is allowed.
     """
+    return _parse_whole(value, where, "bytes", _BYTES_ALLOWED, _BYTE_UNITS)
+
+
+def _parse_whole(value: object, where: str, what: str, allowed: str, scales: dict[str, int]) -> int:
+    """A whole quantity: an int, an integral float, or a string with an optional unit from
+    ``scales`` (a bare number is taken as is); the product must be a whole number."""
     if isinstance(value, bool):
-        raise _fail(where, value, "bytes", _BYTES_ALLOWED)
+        raise _fail(where, value, what, allowed)
     if isinstance(value, int):
         return value
     if isinstance(value, float):
-        return _exact_int(value, where, value, "bytes", _BYTES_ALLOWED)
+        return _exact_int(value, where, value, what, allowed)
     if isinstance(value, str):
         parts = _split(value)
         if parts is not None:
             number, unit = parts
-            scale = _BYTE_UNITS.get(unit or "b")
+            scale = scales.get(unit) if unit else 1
             if scale is not None:
-                return _exact_int(number * scale, where, value, "bytes", _BYTES_ALLOWED)
-    raise _fail(where, value, "bytes", _BYTES_ALLOWED)
+                return _exact_int(number * scale, where, value, what, allowed)
+    raise _fail(where, value, what, allowed)
 
 
 def parse_seconds(value: object, where: str) -> float:
@@ -144,20 +150,7 @@ def parse_seconds(value: object, where: str) -> float:
 
 def parse_count(value: object, where: str) -> int:
     """Read a whole count (parameters, GPUs): 405000000000, '405e9', 4.05e11, '405 G'."""
-    if isinstance(value, bool):
-        raise _fail(where, value, "a count", _COUNT_ALLOWED)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return _exact_int(value, where, value, "a count", _COUNT_ALLOWED)
-    if isinstance(value, str):
-        parts = _split(value)
-        if parts is not None:
-            number, unit = parts
-            scale = _COUNT_SUFFIXES.get(unit, 1) if unit else 1
-            if not unit or unit in _COUNT_SUFFIXES:
-                return _exact_int(number * scale, where, value, "a count", _COUNT_ALLOWED)
-    raise _fail(where, value, "a count", _COUNT_ALLOWED)
+    return _parse_whole(value, where, "a count", _COUNT_ALLOWED, _COUNT_SUFFIXES)
 
 
 def parse_number(value: object, where: str) -> float:
