@@ -25,7 +25,7 @@ import secrets
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -88,30 +88,38 @@ SuiteRun = TypeVar("SuiteRun")
 FioRun = TypeVar("FioRun")
 
 
-def in_turn(
-    repeat: int,
-    suite: Callable[[], SuiteRun],
-    peer: Callable[[], FioRun],
-    settle_s: float = 0.0,
-) -> tuple[SuiteRun, FioRun, str]:
-    """Run both sides of one repeat: the suite first on even repeats, fio first on odd ones.
+def timed_pairs(
+    args: argparse.Namespace,
+    prefix: str,
+    suite: Callable[[str], SuiteRun],
+    peer: Callable[[str], FioRun],
+) -> Iterator[tuple[SuiteRun, FioRun, str]]:
+    """Run ``--warmup`` untimed pairs, then yield ``--repeats`` timed ones: (suite's result,
+    fio's result, which side went first). Each side gets the repeat's tag (``{prefix}K``, or
+    ``warmupK``) to name what it creates.
 
-    Whatever the first run leaves behind (a storage cache below the client warmed by its
-    reads, a device still writing back) then falls on each side alike; returns the two results
-    and which side went first. Each side starts after ``settle_s`` of idle time: a target
-    that throttles with a burst allowance (a cloud or virtual disk) then starts each run with
-    the same allowance, instead of the second run of a pair finding it spent.
+    The suite runs first on even repeats and fio first on odd ones: whatever the first run
+    leaves behind (a storage cache below the client warmed by its reads, a device still
+    writing back) then falls on each side alike. Each side starts after ``--settle-s`` of
+    idle time: a target that throttles with a burst allowance (a cloud or virtual disk) then
+    starts each run with the same allowance, instead of the second run of a pair finding it
+    spent.
     """
 
-    def settled(run: Callable[[], Any]) -> Any:
-        time.sleep(settle_s)
-        return run()
+    def settled(run: Callable[[str], Any], tag: str) -> Any:
+        time.sleep(args.settle_s)
+        return run(tag)
 
-    if repeat % 2 == 0:
-        ours = settled(suite)
-        return ours, settled(peer), "suite"
-    theirs = settled(peer)
-    return settled(suite), theirs, "fio"
+    for repeat in range(-args.warmup, args.repeats):
+        tag = f"{prefix}{repeat}" if repeat >= 0 else f"warmup{-repeat}"
+        if repeat % 2 == 0:
+            ours = settled(suite, tag)
+            theirs, first = settled(peer, tag), "suite"
+        else:
+            theirs = settled(peer, tag)
+            ours, first = settled(suite, tag), "fio"
+        if repeat >= 0:
+            yield ours, theirs, first
 
 
 def bootstrap_median_interval(
@@ -277,32 +285,28 @@ def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
     pool, idle = _pool_with_idle_rss(ranks, args.timeout_s)
     peaks = [0] * ranks
     try:
-        for repeat in range(-args.warmup, args.repeats):
-            tag = f"w{repeat}" if repeat >= 0 else f"warmup{-repeat}"
 
-            def suite(tag: str = tag) -> BurstResult:
-                suite_dir = target.new_dir(f"{tag}-suite")
-                shards = _shards(suite_dir, ranks, size, transfer, run_id)
-                target.register([s.path for s in shards])
-                burst = run_write_burst(pool, target.fs_spec, shards, args.timeout_s)
-                target.remove_files([s.path for s in shards])
-                return burst
+        def suite(tag: str) -> BurstResult:
+            suite_dir = target.new_dir(f"{tag}-suite")
+            shards = _shards(suite_dir, ranks, size, transfer, run_id)
+            target.register([s.path for s in shards])
+            burst = run_write_burst(pool, target.fs_spec, shards, args.timeout_s)
+            target.remove_files([s.path for s in shards])
+            return burst
 
-            def peer(tag: str = tag) -> fio.FioResult:
-                fio_dir = target.new_dir(f"{tag}-fio")
-                target.register(fio.write_job_paths(fio_dir, ranks))
-                result = fio.run_fio(
-                    fio.write_job(fio_dir, ranks, size, transfer, thread=not args.fio_processes),
-                    args.fio,
-                )
-                target.remove_files(fio.write_job_paths(fio_dir, ranks))
-                if result.total_bytes != ranks * size:
-                    raise fio.FioError(f"fio wrote {result.total_bytes} B, expected {ranks * size}")
-                return result
+        def peer(tag: str) -> fio.FioResult:
+            fio_dir = target.new_dir(f"{tag}-fio")
+            target.register(fio.write_job_paths(fio_dir, ranks))
+            result = fio.run_fio(
+                fio.write_job(fio_dir, ranks, size, transfer, thread=not args.fio_processes),
+                args.fio,
+            )
+            target.remove_files(fio.write_job_paths(fio_dir, ranks))
+            if result.total_bytes != ranks * size:
+                raise fio.FioError(f"fio wrote {result.total_bytes} B, expected {ranks * size}")
+            return result
 
-            burst, result, first = in_turn(repeat, suite, peer, args.settle_s)
-            if repeat < 0:
-                continue
+        for burst, result, first in timed_pairs(args, "w", suite, peer):
             for record in burst.ranks:
                 peaks[record.rank] = max(peaks[record.rank], record.extra["peak_rss_bytes"])
             comparison.pairs.append(
@@ -363,7 +367,7 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
             thread=not args.fio_processes,
         )
 
-        def suite() -> ReadResult:
+        def suite(_tag: str) -> ReadResult:
             return run_readback(
                 pool,
                 target.fs_spec,
@@ -374,16 +378,13 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
                 drop_cache=True,
             )
 
-        def peer() -> fio.FioResult:
+        def peer(_tag: str) -> fio.FioResult:
             result = fio.run_fio(job, args.fio)
             if result.total_bytes != ranks * size:
                 raise fio.FioError(f"fio read {result.total_bytes} B, expected {ranks * size}")
             return result
 
-        for repeat in range(-args.warmup, args.repeats):
-            read, result, first = in_turn(repeat, suite, peer, args.settle_s)
-            if repeat < 0:
-                continue
+        for read, result, first in timed_pairs(args, "r", suite, peer):
             comparison.pairs.append(
                 Pair(
                     read.burst.aggregate_bytes_per_s,
@@ -426,54 +427,49 @@ def compare_create(target: Target, args: argparse.Namespace) -> Comparison:
     pool = RankPool(ranks)
     try:
         pool.pids()  # start the ranks before the first timed storm
-        for repeat in range(-args.warmup, args.repeats):
-            tag = f"c{repeat}" if repeat >= 0 else f"warmup{-repeat}"
 
-            def suite(tag: str = tag) -> StormResult:
-                suite_dir = target.new_dir(f"{tag}-suite")
-                files_ = storm_files(suite_dir, per_rank * ranks, per_rank)
-                target.register([f.path for f in files_])
-                # A pure create+close storm, as fio's filecreate: no write, fsync or commit.
-                storm = run_metadata_storm(
-                    pool,
-                    target.fs_spec,
-                    suite_dir,
-                    files_,
-                    args.timeout_s,
-                    run_id=run_id,
-                    write_bytes=0,
-                    fsync=False,
-                    commit=False,
-                )
-                target.remove_files([f.path for f in files_])
-                return storm
+        def suite(tag: str) -> StormResult:
+            suite_dir = target.new_dir(f"{tag}-suite")
+            files_ = storm_files(suite_dir, per_rank * ranks, per_rank)
+            target.register([f.path for f in files_])
+            # A pure create+close storm, as fio's filecreate: no write, fsync or commit.
+            storm = run_metadata_storm(
+                pool,
+                target.fs_spec,
+                suite_dir,
+                files_,
+                args.timeout_s,
+                run_id=run_id,
+                write_bytes=0,
+                fsync=False,
+                commit=False,
+            )
+            target.remove_files([f.path for f in files_])
+            return storm
 
-            def peer(tag: str = tag) -> fio.FioResult:
-                fio_dir = target.new_dir(f"{tag}-fio")
-                paths = fio.create_job_paths(fio_dir, ranks, per_rank)
-                target.register(paths)
-                result = fio.run_fio(
-                    fio.create_job(fio_dir, ranks, per_rank, thread=not args.fio_processes),
-                    args.fio,
-                )
-                target.remove_files(paths)
-                if result.total_ios != len(paths):
-                    raise fio.FioError(
-                        f"fio created {result.total_ios} files, expected {len(paths)}"
-                    )
-                return result
+        def peer(tag: str) -> fio.FioResult:
+            fio_dir = target.new_dir(f"{tag}-fio")
+            paths = fio.create_job_paths(fio_dir, ranks, per_rank)
+            target.register(paths)
+            result = fio.run_fio(
+                fio.create_job(fio_dir, ranks, per_rank, thread=not args.fio_processes),
+                args.fio,
+            )
+            target.remove_files(paths)
+            if result.total_ios != len(paths):
+                raise fio.FioError(f"fio created {result.total_ios} files, expected {len(paths)}")
+            return result
 
-            storm, result, first = in_turn(repeat, suite, peer, args.settle_s)
-            if repeat >= 0:
-                comparison.pairs.append(
-                    Pair(
-                        storm.create_close_rate_per_s,
-                        result.aggregate_iops,
-                        {"span_s": storm.create.span_s, "io": storm.io},
-                        {"span_s": result.span_s},
-                        first,
-                    )
+        for storm, result, first in timed_pairs(args, "c", suite, peer):
+            comparison.pairs.append(
+                Pair(
+                    storm.create_close_rate_per_s,
+                    result.aggregate_iops,
+                    {"span_s": storm.create.span_s, "io": storm.io},
+                    {"span_s": result.span_s},
+                    first,
                 )
+            )
     finally:
         pool.close()
     return comparison

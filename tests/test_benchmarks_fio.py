@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import configparser
 import json
 import os
@@ -237,3 +238,24 @@ def test_the_median_interval_is_tight_for_steady_ratios_and_wide_for_noisy_ones(
     assert steady[0] <= 1.0 <= steady[1] and steady[1] - steady[0] <= 0.03
     assert noisy[0] <= 0.9 <= noisy[1] and noisy[1] - noisy[0] >= 0.5
     assert compare.bootstrap_median_interval([2.0]) == (2.0, 2.0)
+
+
+def test_timed_pairs_alternate_who_goes_first_and_leave_out_the_warmup():
+    calls: list[str] = []
+
+    def side(name):
+        def run(tag):
+            calls.append(f"{name}:{tag}")
+            return name
+
+        return run
+
+    args = argparse.Namespace(warmup=1, repeats=3, settle_s=0.0)
+    pairs = list(compare.timed_pairs(args, "w", side("suite"), side("fio")))
+    assert pairs == [("suite", "fio", "suite"), ("suite", "fio", "fio"), ("suite", "fio", "suite")]
+    assert calls == [
+        "fio:warmup1", "suite:warmup1",
+        "suite:w0", "fio:w0",
+        "fio:w1", "suite:w1",
+        "suite:w2", "fio:w2",
+    ]  # fmt: skip
