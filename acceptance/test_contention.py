@@ -15,7 +15,7 @@ slowdown is reported, and gated where the profile sets ``run.max_reader_slowdown
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ from fixtures.contention import (
     run_contended,
     run_readers,
 )
-from fixtures.engine import RankPool
+from fixtures.engine import RankPool, StartHook
 from fixtures.nodes import run_everywhere, start_gate
 from fixtures.report import GateReport, Item, judge
 from fixtures.write_burst import ShardFile, run_write_burst, shard_file_name
@@ -150,7 +150,7 @@ def contention(campaign: WriteCampaign, reader_pool: RankPool) -> Iterator[Conte
         duration_s = WARMUP_S + max(MIN_READ_S, min(window_s, COVER_SPANS * worst_alone_s))
         writer_gate = start_gate(campaign.nodes, campaign.timeout_s, "the contended writers' start")
 
-        def write(hook: Callable[[bool], bool]) -> BurstResult:
+        def write(hook: StartHook) -> BurstResult:
             return run_write_burst(
                 campaign.pool,
                 fs,
