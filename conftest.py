@@ -1,3 +1,5 @@
-"""Load the ckptgate plugin: options, fixtures and the gate report live in fixtures/plugin.py."""
+"""The checkout's root conftest: nothing to add.
 
-pytest_plugins = ["fixtures.plugin"]
+The ckptgate plugin (options, fixtures, the gate report) is loaded by its ``pytest11`` entry
+point, ``ckptgate.fixtures.plugin``, in a checkout and from any directory alike.
+"""

@@ -20,10 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-
-from fixtures.burst import BurstResult, merge_nodes
-from fixtures.campaign import WriteCampaign
-from fixtures.contention import (
+from ckptgate.cluster.nodes import run_everywhere, start_gate
+from ckptgate.engine.pool import RankPool, StartHook
+from ckptgate.engine.records import BurstResult, merge_nodes
+from ckptgate.report.gate import GateReport, Item, judge
+from ckptgate.sizing import Profile, Sizing, format_rate, format_seconds
+from ckptgate.workloads.campaign import WriteCampaign
+from ckptgate.workloads.contention import (
     READ_BYTES,
     ContendedRun,
     ReaderRun,
@@ -32,11 +35,7 @@ from fixtures.contention import (
     run_contended,
     run_readers,
 )
-from fixtures.engine import RankPool, StartHook
-from fixtures.nodes import run_everywhere, start_gate
-from fixtures.report import GateReport, Item, judge
-from fixtures.write_burst import ShardFile, run_write_burst, shard_file_name
-from sizing import Profile, Sizing, format_rate, format_seconds
+from ckptgate.workloads.write_burst import ShardFile, run_write_burst, shard_file_name
 
 MIN_READ_S = 2.0
 """The shortest reader run: long enough for a steady rate on any target."""

@@ -20,13 +20,13 @@ pytest.importorskip(
     reason="DCP tests need PyTorch: pip install 'ckptgate[torch]' (the CPU build torch==2.13.0)",
 )
 
-from fixtures.burst import BurstResult
-from fixtures.dcp.driver import DcpConfig, DcpResult, run_dcp
-from fixtures.plugin import RunState
-from fixtures.report import GateReport, Item, judge
-from fixtures.target import Target
-from fixtures.write_burst import ShardFile, run_write_burst, shard_file_name
-from sizing import Profile, Sizing, format_bytes, format_seconds
+from ckptgate.dcp.driver import DcpConfig, DcpResult, run_dcp
+from ckptgate.engine.records import BurstResult
+from ckptgate.fixtures.plugin import RunState
+from ckptgate.report.gate import GateReport, Item, judge
+from ckptgate.sizing import Profile, Sizing, format_bytes, format_seconds
+from ckptgate.storage.target import Target
+from ckptgate.workloads.write_burst import ShardFile, run_write_burst, shard_file_name
 
 pytestmark = pytest.mark.dcp
 

@@ -22,10 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-
-from fixtures.campaign import timeout_for
-from fixtures.engine import RankPool
-from fixtures.metadata_storm import (
+from ckptgate.cluster.nodes import run_everywhere, start_gate
+from ckptgate.engine.pool import RankPool
+from ckptgate.fixtures.plugin import RunState
+from ckptgate.report.gate import GateReport, Item, judge
+from ckptgate.sizing import Profile, Sizing, format_count, format_seconds
+from ckptgate.storage.target import Target
+from ckptgate.workloads.campaign import timeout_for
+from ckptgate.workloads.metadata_storm import (
     METADATA_NAME,
     Phase,
     StormResult,
@@ -38,11 +42,6 @@ from fixtures.metadata_storm import (
     split,
     storm_files,
 )
-from fixtures.nodes import run_everywhere, start_gate
-from fixtures.plugin import RunState
-from fixtures.report import GateReport, Item, judge
-from fixtures.target import Target
-from sizing import Profile, Sizing, format_count, format_seconds
 
 ROUNDS = 2
 """Checkpoints made: the newer is listed and stat'ed, the older removed by the delete storm."""

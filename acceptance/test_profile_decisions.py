@@ -18,10 +18,10 @@ for a larger file, which a run without ``run.shard_bytes_cap`` shows.
 
 from __future__ import annotations
 
-from fixtures.burst import RankRecord, per_second
-from fixtures.campaign import WriteCampaign
-from fixtures.report import GateReport, Item, judge
-from sizing import Profile, Sizing, format_bytes, format_rate, format_seconds
+from ckptgate.engine.records import RankRecord, per_second
+from ckptgate.report.gate import GateReport, Item, judge
+from ckptgate.sizing import Profile, Sizing, format_bytes, format_rate, format_seconds
+from ckptgate.workloads.campaign import WriteCampaign
 
 
 def _largest_rank(campaign: WriteCampaign) -> RankRecord:

@@ -19,16 +19,15 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
-from fixtures.burst import BurstResult
-from fixtures.campaign import WriteCampaign, timeout_for
-from fixtures.nodes import start_gate
-from fixtures.plugin import RunState
-from fixtures.readback import ReadResult, run_readback, summarize
-from fixtures.report import GateReport, Item, judge
-from fixtures.reshard import ReshardResult, run_reshard
-from fixtures.write_burst import ShardFile
-from sizing import Profile, Sizing, format_bytes, format_seconds
+from ckptgate.cluster.nodes import start_gate
+from ckptgate.engine.records import BurstResult
+from ckptgate.fixtures.plugin import RunState
+from ckptgate.report.gate import GateReport, Item, judge
+from ckptgate.sizing import Profile, Sizing, format_bytes, format_seconds
+from ckptgate.workloads.campaign import WriteCampaign, timeout_for
+from ckptgate.workloads.readback import ReadResult, run_readback, summarize
+from ckptgate.workloads.reshard import ReshardResult, run_reshard
+from ckptgate.workloads.write_burst import ShardFile
 
 
 def _timeout_s(profile: Profile) -> float:

@@ -9,9 +9,9 @@ capacity: the item is reported, not gated.
 
 from __future__ import annotations
 
-from fixtures.report import GateReport, Item, judge
-from fixtures.target import Target
-from sizing import Profile, Sizing, format_bytes
+from ckptgate.report.gate import GateReport, Item, judge
+from ckptgate.sizing import Profile, Sizing, format_bytes
+from ckptgate.storage.target import Target
 
 
 def test_retention_capacity(

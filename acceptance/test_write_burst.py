@@ -9,10 +9,9 @@ reported beside it.
 from __future__ import annotations
 
 import pytest
-
-from fixtures.campaign import WriteCampaign
-from fixtures.report import GateReport, Item, judge
-from sizing import Profile, Sizing, format_bytes, shard_distribution
+from ckptgate.report.gate import GateReport, Item, judge
+from ckptgate.sizing import Profile, Sizing, format_bytes, shard_distribution
+from ckptgate.workloads.campaign import WriteCampaign
 
 GENERATOR_HEADROOM = 2.0
 """The load generator must outrun the target at least this much, or we timed ourselves."""

@@ -1,1 +1,1 @@
-"""Side-by-side comparisons of the suite's drivers with fio on the same target (not tests)."""
+"""Side-by-side comparisons of the suite's drivers with fio on the same target."""

@@ -1,6 +1,6 @@
 """The suite's drivers against fio on the same target, interleaved, as ratios.
 
-    python -m benchmarks.compare write --target /dev/shm --ranks 4 --bytes-per-rank 256MiB \\
+    ckptgate bench write --target /dev/shm --ranks 4 --bytes-per-rank 256MiB \\
         --transfer 4MiB --repeats 5
 
 Each repeat runs the suite, then fio, with the same ranks, files, sizes and transfer size, so
@@ -29,13 +29,18 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from benchmarks import fio
-from fixtures.burst import BurstResult
-from fixtures.engine import RankContext, RankPool
-from fixtures.metadata_storm import StormResult, run_metadata_storm, storm_files
-from fixtures.readback import ReadResult, run_readback
-from fixtures.target import Target, TargetError
-from fixtures.write_burst import ShardFile, peak_rss_bytes, run_write_burst, shard_file_name
+from ckptgate.benchmarks import fio
+from ckptgate.engine.pool import RankContext, RankPool
+from ckptgate.engine.records import BurstResult
+from ckptgate.storage.target import Target, TargetError
+from ckptgate.workloads.metadata_storm import StormResult, run_metadata_storm, storm_files
+from ckptgate.workloads.readback import ReadResult, run_readback
+from ckptgate.workloads.write_burst import (
+    ShardFile,
+    peak_rss_bytes,
+    run_write_burst,
+    shard_file_name,
+)
 
 TARGET_RATIO = {
     # (kind, memory-backed target?) -> the issue's target for the median ratio suite/fio
@@ -484,7 +489,7 @@ COMPARISONS: dict[str, Callable[[Target, argparse.Namespace], Comparison]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.compare",
+        prog="python -m ckptgate.benchmarks.compare",
         description="Compare a suite driver with fio on the same target, interleaved.",
     )
     parser.add_argument("kind", choices=sorted(COMPARISONS))

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fixtures.burst import per_second
+from ckptgate.engine.records import per_second
 
 MIN_VERSION = (3, 1)
 """filecreate and create_on_open need fio 3.1 or later; Debian bookworm ships 3.33."""

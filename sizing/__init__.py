@@ -3,8 +3,8 @@
 No I/O beyond reading the profile file, and no pytest, fsspec or numpy imports.
 """
 
-from sizing.architecture import count_parameters
-from sizing.profile import (
+from ckptgate.sizing.architecture import count_parameters
+from ckptgate.sizing.profile import (
     SHIPPED_PROFILES,
     Architecture,
     CheckpointSpec,
@@ -23,7 +23,7 @@ from sizing.profile import (
     profile_from_dict,
     profile_to_dict,
 )
-from sizing.requirements import (
+from ckptgate.sizing.requirements import (
     Requirement,
     Sizing,
     derive,
@@ -33,8 +33,8 @@ from sizing.requirements import (
     sweep,
     young_interval_s,
 )
-from sizing.shards import ShardDistribution, played_ranks, shard_distribution
-from sizing.units import (
+from ckptgate.sizing.shards import ShardDistribution, played_ranks, shard_distribution
+from ckptgate.sizing.units import (
     UnitError,
     format_bytes,
     format_count,

@@ -2,6 +2,6 @@
 
 import sys
 
-from sizing.cli import main
+from ckptgate.sizing.cli import main
 
 sys.exit(main())

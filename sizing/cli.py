@@ -7,10 +7,10 @@ import json
 import sys
 from collections.abc import Sequence
 
-from sizing.profile import SHIPPED_PROFILES, ProfileError, load_profile
-from sizing.requirements import derive, sweep
-from sizing.table import render, render_sweep
-from sizing.units import UnitError
+from ckptgate.sizing.profile import SHIPPED_PROFILES, ProfileError, load_profile
+from ckptgate.sizing.requirements import derive, sweep
+from ckptgate.sizing.table import render, render_sweep
+from ckptgate.sizing.units import UnitError
 
 
 class _Parser(argparse.ArgumentParser):

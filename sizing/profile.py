@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from sizing.architecture import count_parameters
-from sizing.units import (
+from ckptgate.sizing.architecture import count_parameters
+from ckptgate.sizing.units import (
     DAY_S,
     GB,
     MiB,
@@ -519,7 +518,7 @@ def _locate(name_or_path: str | Path) -> tuple[str, str, str]:
     """(text, source for messages, default name) of a shipped name or a path."""
     text_name = str(name_or_path)
     if text_name in SHIPPED_PROFILES:
-        resource = importlib.resources.files("sizing") / "profiles" / f"{text_name}.yaml"
+        resource = importlib.resources.files("ckptgate.sizing") / "profiles" / f"{text_name}.yaml"
         return resource.read_text(encoding="utf-8"), f"sizing/profiles/{text_name}.yaml", text_name
     path = Path(name_or_path)
     try:

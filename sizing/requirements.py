@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from sizing.profile import Profile
-from sizing.shards import ShardDistribution, shard_distribution
-from sizing.units import (
+from ckptgate.sizing.profile import Profile
+from ckptgate.sizing.shards import ShardDistribution, shard_distribution
+from ckptgate.sizing.units import (
     format_bytes,
     format_count,
     format_fraction,

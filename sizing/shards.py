@@ -29,14 +29,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sizing.architecture import (
+from ckptgate.sizing.architecture import (
     embedding_parameters,
     final_norm_parameters,
     layer_parameters,
     output_head_parameters,
 )
-from sizing.profile import Profile
-from sizing.units import format_count
+from ckptgate.sizing.profile import Profile
+from ckptgate.sizing.units import format_count
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class ShardDistribution:
 
     def summary(self) -> str:
         """One line: largest (rank), p50, mean, smallest, largest node."""
-        from sizing.units import format_bytes
+        from ckptgate.sizing.units import format_bytes
 
         return (
             f"largest {format_bytes(self.largest_bytes)} (rank {self.largest_rank}), "

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sizing.profile import Profile
-from sizing.requirements import Sizing
-from sizing.units import (
+from ckptgate.sizing.profile import Profile
+from ckptgate.sizing.requirements import Sizing
+from ckptgate.sizing.units import (
     format_bytes,
     format_count,
     format_fraction,

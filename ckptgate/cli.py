@@ -1,0 +1,63 @@
+"""The ``ckptgate`` command: one front for the common tasks.
+
+    ckptgate run --profile=405b --target=/lustre/ckpt [pytest options]   # the checklist
+    ckptgate sizing 405b [--set k=v] [--json] [--sweep]                  # requirements only
+    ckptgate bench write|read|create --target DIR                        # suite vs fio
+
+``run`` is ``pytest --pyargs ckptgate.acceptance`` with the arguments passed on, so it works
+from any directory once ckptgate is installed; every pytest option works after it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+USAGE = """usage: ckptgate COMMAND [ARGS]
+
+commands:
+  run     run the checklist against a target (pytest --pyargs ckptgate.acceptance ARGS)
+  sizing  print the requirements a cluster profile implies (no I/O)
+  bench   compare the suite's drivers with fio on a target
+
+'ckptgate COMMAND --help' shows each command's options."""
+
+
+def _run(argv: Sequence[str]) -> int:
+    import pytest
+
+    return int(pytest.main(["--pyargs", "ckptgate.acceptance", *argv]))
+
+
+def _sizing(argv: Sequence[str]) -> int:
+    from ckptgate.sizing.cli import main
+
+    return main(argv)
+
+
+def _bench(argv: Sequence[str]) -> int:
+    from ckptgate.benchmarks.compare import main
+
+    return main(argv)
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "run": _run,
+    "sizing": _sizing,
+    "bench": _bench,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if args else 2
+    command = COMMANDS.get(args[0])
+    if command is None:
+        print(
+            f"ckptgate: unknown command {args[0]!r}; allowed: {', '.join(COMMANDS)}",
+            file=sys.stderr,
+        )
+        return 2
+    return command(args[1:])

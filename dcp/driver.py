@@ -1,0 +1,471 @@
+"""The DCP driver: start W local ranks once, run the checkpoint steps in them, gather results.
+
+One job: turn a ``DcpConfig`` into a ``DcpResult`` by driving real PyTorch Distributed
+Checkpoint (DCP) saves and loads on a local directory of the target. The ranks are started once
+(spawned processes on gloo over loopback, see ckptgate.dcp.worker) and run, in order:
+
+1. build the training-checkpoint state (ckptgate.dcp.model) as DTensors, ``Shard(0)``;
+2. sync ``dcp.save`` with ``FileSystemWriter(sync_files=True, thread_count=...)``;
+   measure the files: count, apparent sizes, bytes on disk (``st_blocks * 512``, what ``du``
+   reports) against 12/14/16 Ψ;
+3. (the acceptance test then writes the same bytes per rank through the suite's own write
+   burst, so the report shows how much of the save is storage and how much is the framework);
+4. ``dcp.async_save`` with each checkpointer type (thread, process): the blocking part (until
+   the call returns: staging to CPU memory) and the time to completion;
+5. loads, every tensor verified exactly: the async checkpoint onto the same ranks; the sync
+   checkpoint resharded onto fewer ranks with ``Shard(1)`` (rows to columns: each rank reads
+   byte ranges of every file); the sync checkpoint into one process (``no_dist=True``);
+6. a flipped byte in a .distcp file, shown to be caught by verification, then undone.
+
+PyTorch DCP docs: https://pytorch.org/docs/stable/distributed.checkpoint.html (at least one
+file per rank plus .metadata; async_save stages to CPU memory then saves in a thread or a
+process; load-time resharding).
+
+Nothing here imports torch at module import: a config and a result can be built and read
+without the ``ckptgate[torch]`` extra.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue
+import re
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Any
+
+#: Bytes per parameter a measured checkpoint is matched against (SPEC.md: 12, 14, 16).
+KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
+
+CHECKPOINTER_TYPES = ("thread", "process")
+
+_RANK_FILE = re.compile(r"^__(\d+)_(\d+)\.distcp$")
+
+
+class DcpRankFailure(RuntimeError):
+    """A DCP rank raised, died or missed its deadline; names the rank and the step."""
+
+
+@dataclass(frozen=True)
+class DcpConfig:
+    """Inputs of one DCP run.
+
+    ``architecture``: the transformer shape (hidden, ffn_hidden, layers, heads, kv_heads, vocab).
+    ``bytes_per_parameter``: K, 12, 14 or 16 (what the state holds, see ckptgate.dcp.model).
+    ``checkpointer``: the async checkpointer type the acceptance test asserts on; both types
+    are measured (``async_types``).
+    ``target_dir``: a local (POSIX) directory, new or empty, that the run may fill; DCP's
+    FileSystemWriter needs a local path.
+    """
+
+    architecture: Mapping[str, int]
+    bytes_per_parameter: int
+    target_dir: str
+    world_size: int = 2
+    thread_count: int = 2
+    checkpointer: str = "thread"
+    async_types: tuple[str, ...] = CHECKPOINTER_TYPES
+    seed: int = 0
+    step_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.bytes_per_parameter not in KNOWN_BYTES_PER_PARAMETER:
+            raise ValueError(
+                f"bytes_per_parameter: {self.bytes_per_parameter} is not one of"
+                f" {KNOWN_BYTES_PER_PARAMETER}"
+            )
+        if self.world_size < 1 or self.thread_count < 1:
+            raise ValueError(
+                f"world_size ({self.world_size}) and thread_count ({self.thread_count})"
+                " must be >= 1"
+            )
+        for kind in (self.checkpointer, *self.async_types):
+            if kind not in CHECKPOINTER_TYPES:
+                raise ValueError(f"checkpointer: {kind!r} is not one of {CHECKPOINTER_TYPES}")
+        if "://" in self.target_dir:
+            raise ValueError(
+                f"target_dir: {self.target_dir!r} is a URL; DCP's FileSystemWriter needs a"
+                " local path"
+            )
+
+    @classmethod
+    def from_spec(cls, spec: Any, bytes_per_parameter: int, target_dir: str) -> DcpConfig:
+        """From a profile's ``dcp`` section (architecture, world_size, thread_count,
+        checkpointer) and the model's K."""
+        arch = spec.architecture
+        # The sizing package may hand a mapping or its own frozen dataclass.
+        arch = asdict(arch) if is_dataclass(arch) else dict(arch)
+        return cls(
+            architecture=arch,
+            bytes_per_parameter=int(bytes_per_parameter),
+            target_dir=target_dir,
+            world_size=int(spec.world_size),
+            thread_count=int(spec.thread_count),
+            checkpointer=str(spec.checkpointer),
+        )
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file of a checkpoint: name, apparent size and bytes on disk (st_blocks * 512)."""
+
+    name: str
+    apparent_bytes: int
+    disk_bytes: int
+
+
+@dataclass(frozen=True)
+class AsyncTiming:
+    """One async save: blocking part (call returned) and completion, from the common barrier."""
+
+    checkpointer: str
+    block_s: float
+    complete_s: float
+    per_rank_block_s: tuple[float, ...]
+    per_rank_complete_s: tuple[float, ...]
+    first_complete_s: float | None = None  # process type: the save that started the daemon
+
+
+@dataclass(frozen=True)
+class DcpResult:
+    """What a DCP run measured. Seconds are from the common barrier to the last rank's end."""
+
+    parameters: int
+    world_size: int
+    thread_count: int
+    bytes_per_parameter_config: int
+    save_s: float
+    per_rank_save_s: tuple[float, ...]
+    async_block_s: float
+    async_complete_s: float
+    checkpointer: str
+    async_runs: tuple[AsyncTiming, ...]
+    load_s: float
+    reshard_load_s: float
+    reshard_ranks: int
+    single_process_load_s: float
+    bytes_on_disk: int
+    apparent_bytes: int
+    metadata_bytes: int
+    bytes_per_parameter: float
+    matched_k: int
+    overhead_bytes: int
+    files: int
+    file_list: tuple[FileInfo, ...]
+    per_rank_bytes: tuple[int, ...]
+    verified: bool
+    mismatches: tuple[str, ...] = ()
+    corruption_detected: bool | None = None
+    corruption_detail: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's ``dcp`` object (plain JSON types)."""
+        out = asdict(self)
+        out["file_list"] = [asdict(f) for f in self.file_list]
+        out["async_runs"] = {a.checkpointer: asdict(a) for a in self.async_runs}
+        for key, value in out.items():
+            if isinstance(value, tuple):
+                out[key] = list(value)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The rank pool
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class DcpRanks:
+    """W local rank processes on gloo over loopback, started once, serving steps.
+
+    Use as a context manager; ``close()`` stops exactly the processes it started. A rank that
+    raises, dies or misses the deadline raises ``DcpRankFailure`` naming it, and the pool is
+    closed (the other ranks may be stuck in a collective).
+    """
+
+    def __init__(self, world_size: int, start_timeout_s: float = 120.0) -> None:
+        from ckptgate.dcp.worker import rank_main
+
+        self.world_size = world_size
+        mp = multiprocessing.get_context("spawn")
+        self._commands = [mp.Queue() for _ in range(world_size)]
+        self._results = mp.Queue()
+        threads = max(1, (os.cpu_count() or 1) // world_size)
+        port = _free_loopback_port()
+        # Not daemonic: process-based async save starts a child process in every rank.
+        self._procs = [
+            mp.Process(
+                target=rank_main,
+                args=(r, world_size, port, self._commands[r], self._results, threads),
+                name=f"ckptgate-dcp-rank{r}",
+                daemon=False,
+            )
+            for r in range(world_size)
+        ]
+        for p in self._procs:
+            p.start()
+        try:
+            self._collect("start", start_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> DcpRanks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(
+        self,
+        step: str,
+        timeout_s: float = 300.0,
+        per_rank: Sequence[Mapping[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, Any]]:
+        """Run one step on every rank (``kwargs`` for all, ``per_rank[r]`` added for rank r);
+        return the per-rank results in rank order."""
+        for r, q in enumerate(self._commands):
+            q.put((step, {**kwargs, **(per_rank[r] if per_rank else {})}))
+        try:
+            return self._collect(step, timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    def _collect(self, step: str, timeout_s: float) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        got: dict[int, dict[str, Any]] = {}
+        while len(got) < self.world_size:
+            try:
+                rank, ok, payload = self._results.get(timeout=1.0)
+            except queue.Empty:
+                for r, p in enumerate(self._procs):
+                    if r not in got and not p.is_alive():
+                        raise DcpRankFailure(
+                            f"DCP rank {r} died (exit code {p.exitcode}) during step {step!r}"
+                        ) from None
+                if time.monotonic() > deadline:
+                    missing = sorted(set(range(self.world_size)) - set(got))
+                    raise DcpRankFailure(
+                        f"DCP ranks {missing} missed the {timeout_s:.0f} s deadline of step"
+                        f" {step!r}"
+                    ) from None
+                continue
+            if not ok:
+                raise DcpRankFailure(f"DCP rank {rank} failed in step {step!r}:\n{payload}")
+            got[rank] = payload
+        return [got[r] for r in range(self.world_size)]
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Ask every rank to stop, then terminate (and kill) the ones that do not."""
+        for q, p in zip(self._commands, self._procs, strict=True):
+            if p.is_alive():
+                with contextlib.suppress(Exception):
+                    q.put(None)
+        deadline = time.monotonic() + timeout_s
+        for p in self._procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in self._procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(5.0)
+            if p.is_alive():
+                p.kill()
+                p.join(5.0)
+        for q in (*self._commands, self._results):
+            q.close()
+            q.join_thread()
+
+
+# ---------------------------------------------------------------------------------------------
+# Measurement helpers
+
+
+def measure_files(directory: str) -> list[FileInfo]:
+    """Every file of a checkpoint directory, sorted by name, with apparent and on-disk bytes.
+
+    ``st_blocks * 512`` is what ``du`` sums (POSIX counts st_blocks in 512-byte units).
+    """
+    infos = []
+    for name in sorted(os.listdir(directory)):
+        st = os.stat(os.path.join(directory, name))
+        infos.append(FileInfo(name, st.st_size, st.st_blocks * 512))
+    return infos
+
+
+def per_rank_file_bytes(files: Sequence[FileInfo], world_size: int) -> list[list[int]]:
+    """The sizes of the .distcp files each rank wrote (DCP names them ``__{rank}_{n}.distcp``)."""
+    out: list[list[int]] = [[] for _ in range(world_size)]
+    for f in files:
+        match = _RANK_FILE.match(f.name)
+        if match:
+            out[int(match.group(1))].append(f.apparent_bytes)
+    return out
+
+
+def match_k(bytes_on_disk: int, parameters: int) -> int:
+    """The K among 12/14/16 nearest to the measured bytes per parameter."""
+    measured = bytes_on_disk / parameters
+    return min(KNOWN_BYTES_PER_PARAMETER, key=lambda k: abs(measured - k))
+
+
+def span_s(results: Sequence[Mapping[str, Any]], end_key: str = "end") -> float:
+    """From the common start (earliest barrier exit) to the last rank's end."""
+    members = [r for r in results if r.get("member", True)]
+    return max(r[end_key] for r in members) - min(r["start"] for r in members)
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+def run_dcp(
+    cfg: DcpConfig,
+    ranks: DcpRanks | None = None,
+    check_corruption: bool = True,
+    loads: bool = True,
+) -> DcpResult:
+    """Run every DCP step for ``cfg`` in ``ranks`` (started here and closed at the end when not
+    given) and return the measurements. ``loads=False`` keeps only the sync save and its
+    measurement plus the async saves (a quick bytes-per-parameter check)."""
+    from ckptgate.dcp import model as m
+    from ckptgate.dcp.verify import flip_byte, restore_byte
+
+    arch = m.architecture_from(cfg.architecture)
+    parameters = m.parameter_count(arch)
+    os.makedirs(cfg.target_dir, exist_ok=True)
+    timings: dict[str, float] = {}
+    own = ranks is None
+    t_run = time.monotonic()
+    pool = DcpRanks(cfg.world_size) if ranks is None else ranks
+    if pool.world_size != cfg.world_size:
+        raise ValueError(f"ranks has {pool.world_size} ranks, config asks {cfg.world_size}")
+    timings["start_ranks_s"] = time.monotonic() - t_run
+    try:
+        t0 = time.monotonic()
+        pool.run(
+            "build",
+            timeout_s=cfg.step_timeout_s,
+            architecture=dict(cfg.architecture),
+            bytes_per_parameter=cfg.bytes_per_parameter,
+            seed=cfg.seed,
+        )
+        timings["build_s"] = time.monotonic() - t0
+
+        sync_dir = os.path.join(cfg.target_dir, "sync")
+        saved = pool.run("save", cfg.step_timeout_s, path=sync_dir, thread_count=cfg.thread_count)
+        files = measure_files(sync_dir)
+        bytes_on_disk = sum(f.disk_bytes for f in files)
+        rank_files = per_rank_file_bytes(files, cfg.world_size)
+
+        async_runs = []
+        for kind in cfg.async_types:
+            first = None
+            if kind == "process":
+                # The first process-based save spawns a checkpoint process per rank (torch
+                # import, process group init); a training job pays that once, so it is
+                # reported apart and the steady-state save is the one measured.
+                warm_dir = os.path.join(cfg.target_dir, "async-process-warmup")
+                warm = pool.run(
+                    "async_save",
+                    cfg.step_timeout_s,
+                    path=warm_dir,
+                    thread_count=cfg.thread_count,
+                    checkpointer=kind,
+                )
+                first = span_s(warm)  # its files stay: the caller's cleanup owns the tree
+            res = pool.run(
+                "async_save",
+                cfg.step_timeout_s,
+                path=os.path.join(cfg.target_dir, f"async-{kind}"),
+                thread_count=cfg.thread_count,
+                checkpointer=kind,
+            )
+            async_runs.append(
+                AsyncTiming(
+                    checkpointer=kind,
+                    block_s=span_s(res, "returned"),
+                    complete_s=span_s(res),
+                    per_rank_block_s=tuple(r["returned"] - r["start"] for r in res),
+                    per_rank_complete_s=tuple(r["end"] - r["start"] for r in res),
+                    first_complete_s=first,
+                )
+            )
+        primary = next((a for a in async_runs if a.checkpointer == cfg.checkpointer), None)
+
+        mismatches: list[str] = []
+        load_s = reshard_s = single_s = float("nan")
+        reshard_ranks = max(1, cfg.world_size // 2)
+        detected: bool | None = None
+        detail = ""
+        if loads:
+            # The async checkpoint onto the same ranks and sharding: proves async wrote it all.
+            source = os.path.join(cfg.target_dir, f"async-{cfg.checkpointer}")
+            if primary is None:
+                source = sync_dir
+            res = pool.run("load", cfg.step_timeout_s, path=source, layout="rows")
+            load_s = span_s(res)
+            mismatches += [x for r in res for x in r.get("mismatches", [])]
+            res = pool.run(
+                "load", cfg.step_timeout_s, path=sync_dir, layout="cols", ranks=reshard_ranks
+            )
+            reshard_s = span_s(res)
+            mismatches += [x for r in res for x in r.get("mismatches", [])]
+            res = pool.run("single_load", cfg.step_timeout_s, path=sync_dir)
+            single_s = span_s(res)
+            mismatches += [x for r in res for x in r.get("mismatches", [])]
+            if check_corruption:
+                flipped = flip_byte(sync_dir)
+                try:
+                    res = pool.run("single_load", cfg.step_timeout_s, path=sync_dir)
+                finally:
+                    restore_byte(flipped)
+                caught = [x for r in res for x in r.get("mismatches", [])]
+                detected = any(x.startswith(flipped.key + ":") for x in caught)
+                detail = f"flipped {flipped}; verification reported {caught}"
+        pool.run("release")
+    finally:
+        if own:
+            pool.close()
+    timings["run_s"] = time.monotonic() - t_run
+    k = match_k(bytes_on_disk, parameters)
+    return DcpResult(
+        parameters=parameters,
+        world_size=cfg.world_size,
+        thread_count=cfg.thread_count,
+        bytes_per_parameter_config=cfg.bytes_per_parameter,
+        save_s=span_s(saved),
+        per_rank_save_s=tuple(r["end"] - r["start"] for r in saved),
+        async_block_s=primary.block_s if primary else float("nan"),
+        async_complete_s=primary.complete_s if primary else float("nan"),
+        checkpointer=cfg.checkpointer,
+        async_runs=tuple(async_runs),
+        load_s=load_s,
+        reshard_load_s=reshard_s,
+        reshard_ranks=reshard_ranks,
+        single_process_load_s=single_s,
+        bytes_on_disk=bytes_on_disk,
+        apparent_bytes=sum(f.apparent_bytes for f in files),
+        metadata_bytes=sum(f.disk_bytes for f in files if f.name == ".metadata"),
+        bytes_per_parameter=bytes_on_disk / parameters,
+        matched_k=k,
+        overhead_bytes=bytes_on_disk - k * parameters,
+        files=len(files),
+        file_list=tuple(files),
+        per_rank_bytes=tuple(sum(b) for b in rank_files),
+        verified=loads and not mismatches,
+        mismatches=tuple(mismatches),
+        corruption_detected=detected,
+        corruption_detail=detail,
+        timings=timings,
+    )

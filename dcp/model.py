@@ -1,0 +1,323 @@
+"""The training-checkpoint state a DCP run saves: shapes, contents and layout.
+
+One job: say what a mixed-precision Adam checkpoint of a transformer-shaped model holds, and
+fill it with values that anyone can recompute from (tensor name, kind, global index), so that
+a load on any sharding can be verified exactly without keeping a copy.
+
+What the checkpoint holds, per parameter (ZeRO, Rajbhandari et al. 2020: 2Ψ + 2Ψ + 12Ψ):
+
+    K = 12: fp32 master weight, fp32 Adam exp_avg, fp32 Adam exp_avg_sq
+    K = 14: + bf16 weight (the central case; MLPerf Storage checkpointing uses 14)
+    K = 16: + bf16 gradient (ZeRO's full in-memory figure)
+
+plus, as torch.optim.Adam keeps them, a 0-dim fp32 ``step`` per parameter and the param groups.
+Those are a few bytes per parameter tensor, not per parameter, and land in the overhead.
+
+The parameter count follows SPEC.md's rule: token embedding and a separate output head
+(vocab x hidden each), per layer Q and O (hidden x hidden), K and V with grouped-query heads
+(kv_heads * head_dim x hidden each), a gated MLP w1/w2/w3 (3 x hidden x ffn), and the norms
+(two per layer plus the final one).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import astuple, dataclass, fields
+from typing import Any
+
+import torch
+from ckptgate.sizing import Architecture
+
+#: Bytes per parameter the suite knows, and what each adds.
+KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
+
+#: The optimizer step the synthetic state claims to be at.
+TRAIN_STEP = 1000
+
+#: Param group settings, as torch.optim.AdamW keeps them (saved as a pickled object by DCP).
+PARAM_GROUP = {"lr": 3.0e-4, "betas": (0.9, 0.95), "eps": 1.0e-8, "weight_decay": 0.1}
+
+_KIND_DTYPE = {
+    "master": torch.float32,
+    "exp_avg": torch.float32,
+    "exp_avg_sq": torch.float32,
+    "weight": torch.bfloat16,
+    "grad": torch.bfloat16,
+}
+
+
+def architecture_from(arch: Mapping[str, int] | Architecture) -> Architecture:
+    """The profile's shape (sizing's ``Architecture``, or a mapping of its fields), checked
+    for what building real tensors needs: heads divide hidden, and kv_heads divide heads."""
+    if not isinstance(arch, Architecture):
+        names = [f.name for f in fields(Architecture)]
+        missing = [name for name in names if name not in arch]
+        if missing:
+            raise ValueError(f"architecture: missing {missing}; got keys {sorted(arch)}")
+        arch = Architecture(**{name: int(arch[name]) for name in names})
+    if min(astuple(arch)) < 1:
+        raise ValueError(f"architecture: every field must be >= 1, got {arch}")
+    if arch.hidden % arch.heads or arch.heads % arch.kv_heads:
+        raise ValueError(
+            f"architecture: hidden ({arch.hidden}) must divide by heads ({arch.heads}) and heads"
+            f" by kv_heads ({arch.kv_heads})"
+        )
+    return arch
+
+
+def kv_dim(arch: Architecture) -> int:
+    """Width of K and V with grouped-query attention: kv_heads * head_dim."""
+    return arch.kv_heads * (arch.hidden // arch.heads)
+
+
+def parameter_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
+    """Every parameter's global shape, by fully qualified name, in model order.
+
+    Weights are (out_features, in_features) as nn.Linear stores them.
+    """
+    h, f, kv = arch.hidden, arch.ffn_hidden, kv_dim(arch)
+    shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (arch.vocab, h)}
+    for i in range(arch.layers):
+        p = f"layers.{i}."
+        shapes[p + "attention_norm.weight"] = (h,)
+        shapes[p + "attention.wq.weight"] = (h, h)
+        shapes[p + "attention.wk.weight"] = (kv, h)
+        shapes[p + "attention.wv.weight"] = (kv, h)
+        shapes[p + "attention.wo.weight"] = (h, h)
+        shapes[p + "ffn_norm.weight"] = (h,)
+        shapes[p + "feed_forward.w1.weight"] = (f, h)
+        shapes[p + "feed_forward.w2.weight"] = (h, f)
+        shapes[p + "feed_forward.w3.weight"] = (f, h)
+    shapes["norm.weight"] = (h,)
+    shapes["output.weight"] = (arch.vocab, h)
+    return shapes
+
+
+def numel(shape: tuple[int, ...]) -> int:
+    """Number of elements of a shape (1 for a 0-dim tensor)."""
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def parameter_count(arch: Architecture) -> int:
+    """Ψ by SPEC.md's counting rule (the same tensors the checkpoint holds)."""
+    return sum(numel(s) for s in parameter_shapes(arch).values())
+
+
+def state_kinds(bytes_per_parameter: int) -> tuple[str, ...]:
+    """The per-parameter tensors a checkpoint at K bytes per parameter holds."""
+    if bytes_per_parameter not in KNOWN_BYTES_PER_PARAMETER:
+        raise ValueError(
+            f"bytes_per_parameter: {bytes_per_parameter} is not one of"
+            f" {KNOWN_BYTES_PER_PARAMETER} (12 fp32 master + Adam moments, 14 + bf16 weights,"
+            " 16 + bf16 gradients)"
+        )
+    kinds = ("master", "exp_avg", "exp_avg_sq")
+    if bytes_per_parameter >= 14:
+        kinds += ("weight",)
+    if bytes_per_parameter >= 16:
+        kinds += ("grad",)
+    return kinds
+
+
+def kind_dtype(kind: str) -> torch.dtype:
+    """dtype of one kind of state tensor."""
+    return _KIND_DTYPE[kind]
+
+
+def state_path(kind: str, fqn: str) -> tuple[str, ...]:
+    """Where a tensor sits in the nested state dict (the layout torch's get_state_dict uses)."""
+    if kind == "weight":
+        return ("model", fqn)
+    if kind == "grad":
+        return ("grads", fqn)
+    return ("optim", "state", fqn, "master_weight" if kind == "master" else kind)
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One state tensor: where it sits, what it is, and its global shape."""
+
+    path: tuple[str, ...]
+    fqn: str
+    kind: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def key(self) -> str:
+        """The flattened key DCP uses in .metadata (path joined by dots)."""
+        return ".".join(self.path)
+
+
+def tensor_entries(arch: Architecture, bytes_per_parameter: int) -> Iterator[TensorEntry]:
+    """Every sharded state tensor of the checkpoint (not the 0-dim steps)."""
+    kinds = state_kinds(bytes_per_parameter)
+    for fqn, shape in parameter_shapes(arch).items():
+        for kind in kinds:
+            yield TensorEntry(state_path(kind, fqn), fqn, kind, shape, kind_dtype(kind))
+
+
+# Multiply-xorshift mixing on 32-bit values held in int64: every product stays below 2**63,
+# so no signed overflow happens anywhere and the values are identical on every build.
+_M32 = 0xFFFFFFFF
+_C1 = 0x5BD1E995
+_C2 = 0x27D4EB2F
+
+
+def tensor_seed(kind: str, fqn: str, seed: int = 0) -> int:
+    """A per-tensor seed. bf16 weights share the master's seed: weight = bf16(master)."""
+    source = "master" if kind == "weight" else kind
+    return zlib.crc32(f"{seed}/{source}/{fqn}".encode())
+
+
+def expected_block(
+    seed: int,
+    global_shape: tuple[int, ...],
+    offset: tuple[int, ...],
+    local_shape: tuple[int, ...],
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """The values of a block of a tensor, computed from global element indices.
+
+    fp32 values are k / 2**24 - 0.5 for a 24-bit hash k, so they are exact in fp32 (24-bit
+    significand); bf16 tensors are the fp32 values rounded, which is deterministic. Any shard of
+    any sharding recomputes to the same bits, which is what makes verification after a
+    resharded load exact.
+    """
+    idx = torch.zeros((), dtype=torch.int64)
+    stride = 1
+    # Global flat index = sum over dims of (offset + local index) * global stride.
+    for dim in reversed(range(len(global_shape))):
+        r = torch.arange(offset[dim], offset[dim] + local_shape[dim], dtype=torch.int64)
+        view = [1] * len(global_shape)
+        view[dim] = local_shape[dim]
+        idx = idx + (r * stride).view(view)
+        stride *= global_shape[dim]
+    h = (idx + seed) & _M32
+    h = (h * _C1) & _M32
+    h ^= h >> 15
+    h = (h * _C2) & _M32
+    h ^= h >> 13
+    values = (h & 0xFFFFFF).to(torch.float32) * (2.0**-24) - 0.5
+    return values.reshape(local_shape).to(dtype)
+
+
+def expected_steps(fqns: list[str]) -> dict[str, float]:
+    """The per-parameter Adam step values the synthetic state holds."""
+    return dict.fromkeys(fqns, float(TRAIN_STEP))
+
+
+def param_groups(fqns: list[str]) -> list[dict[str, Any]]:
+    """The optimizer's param groups as Adam's state_dict gives them (params by name)."""
+    return [{**PARAM_GROUP, "params": list(fqns)}]
+
+
+def set_path(state: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    """Set a nested value, creating the intermediate dicts."""
+    node = state
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+
+
+def get_path(state: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    """Read a nested value."""
+    node: Any = state
+    for key in path:
+        node = node[key]
+    return node
+
+
+def build_state(
+    arch: Architecture,
+    bytes_per_parameter: int,
+    mesh: Any | None = None,
+    layout: str = "rows",
+    fill: bool = True,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Build the checkpoint's state dict for this rank.
+
+    With a DeviceMesh, every tensor is a DTensor (``Shard(0)`` for ``layout="rows"``;
+    ``Shard(1)`` for 2-D tensors with ``layout="cols"``), built from this rank's block only, so
+    no rank ever holds a full tensor. Without a mesh, tensors are plain full tensors (the
+    single-process load). ``fill=False`` allocates the load targets without computing values.
+
+    Local blocks are fresh contiguous tensors, never views into a bigger storage: async staging
+    on torch 2.13 fails on shards that are views with a non-zero storage offset.
+    """
+    state: dict[str, Any] = {}
+    fqns = list(parameter_shapes(arch))
+    for entry in tensor_entries(arch, bytes_per_parameter):
+        tseed = tensor_seed(entry.kind, entry.fqn, seed)
+        if mesh is None:
+            local_shape, offset = entry.shape, (0,) * len(entry.shape)
+            placements = None
+        else:
+            placements = placements_for(entry.shape, layout)
+            local_shape, offset = local_block(entry.shape, mesh, placements)
+        if fill:
+            local = expected_block(tseed, entry.shape, offset, local_shape, entry.dtype)
+        else:
+            local = torch.empty(local_shape, dtype=entry.dtype)
+        value = local if mesh is None else to_dtensor(local, mesh, placements, entry.shape)
+        set_path(state, entry.path, value)
+    for fqn in fqns:
+        # torch.optim.Adam keeps step as a 0-dim fp32 tensor; not sharded, saved once.
+        step = torch.tensor(float(TRAIN_STEP) if fill else 0.0, dtype=torch.float32)
+        set_path(state, ("optim", "state", fqn, "step"), step)
+    if fill:
+        state["optim"]["param_groups"] = param_groups(fqns)
+    else:
+        # Same structure, wrong values: DCP loads into the target's structure (lists and dicts
+        # are flattened to keys), and verification must see the saved values come back.
+        placeholder = {key: 0.0 for key in PARAM_GROUP} | {"betas": (0.0, 0.0)}
+        state["optim"]["param_groups"] = [{**placeholder, "params": [""] * len(fqns)}]
+    state["train"] = {"step": TRAIN_STEP if fill else -1}
+    return state
+
+
+def placements_for(shape: tuple[int, ...], layout: str) -> list[Any]:
+    """DTensor placements for a layout: "rows" = Shard(0); "cols" = Shard(1) for 2-D tensors."""
+    from torch.distributed.tensor import Shard
+
+    if layout == "rows" or len(shape) < 2:
+        return [Shard(0)]
+    if layout == "cols":
+        return [Shard(1)]
+    raise ValueError(f"layout: {layout!r} is not 'rows' or 'cols'")
+
+
+def local_block(
+    shape: tuple[int, ...], mesh: Any, placements: list[Any]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """This rank's (local_shape, global_offset), by DTensor's own rule (torch.chunk, uneven)."""
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    local_shape, offset = compute_local_shape_and_global_offset(shape, mesh, placements)
+    return tuple(local_shape), tuple(offset)
+
+
+def to_dtensor(
+    local: torch.Tensor, mesh: Any, placements: list[Any], shape: tuple[int, ...]
+) -> Any:
+    """Wrap a local block as a DTensor; shape and stride given so uneven shards are right."""
+    from torch.distributed.tensor import DTensor
+
+    stride = []
+    acc = 1
+    for d in reversed(shape):
+        stride.append(acc)
+        acc *= d
+    return DTensor.from_local(
+        local,
+        mesh,
+        placements,
+        run_check=False,
+        shape=torch.Size(shape),
+        stride=tuple(reversed(stride)),
+    )

@@ -1,0 +1,264 @@
+"""The target: its filesystem, the session's run directory, and removal of what the run made.
+
+A storage suite must never lose anyone's data. The run makes one new directory,
+``<target>/ckptgate-<utc>-<host>-<random>``, and every file it writes lies below it. The parent
+registers every path before a rank creates it, so cleanup removes registered files and then the
+directories it made, each with a non-recursive call: a file that someone else put in the run
+directory survives, and the directory stays with a warning.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import fsspec
+from ckptgate.storage.fsio import FsSpec
+from fsspec import AbstractFileSystem
+
+MEMORY_BACKED_FS_TYPES = frozenset({"tmpfs", "ramfs", "memory"})
+
+
+class TargetError(Exception):
+    """The target cannot take this run; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class FsFacts:
+    """What the report says about the filesystem under the target."""
+
+    fs_type: str
+    mount_point: str
+    free_bytes: int | None
+    total_bytes: int | None
+
+    @property
+    def memory_backed(self) -> bool:
+        return self.fs_type in MEMORY_BACKED_FS_TYPES
+
+
+def local_fs_facts(path: str) -> FsFacts:
+    """Filesystem type (from /proc/mounts, longest mount prefix) and statvfs capacity."""
+    real = os.path.realpath(path)
+    fs_type, mount_point = "unknown", "/"
+    try:
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                inside = real == point or real.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(mount_point):
+                    mount_point, fs_type = point, fields[2]
+    except OSError:
+        pass
+    stats = os.statvfs(real)
+    return FsFacts(
+        fs_type=fs_type,
+        mount_point=mount_point,
+        free_bytes=stats.f_bavail * stats.f_frsize,
+        total_bytes=stats.f_blocks * stats.f_frsize,
+    )
+
+
+def run_dir_name(now: dt.datetime | None = None) -> str:
+    """``ckptgate-<utc time>-<host>-<random>``: new per session, never a reused name."""
+    now = now or dt.datetime.now(dt.UTC)
+    host = socket.gethostname().split(".")[0] or "host"
+    return f"ckptgate-{now:%Y%m%dT%H%M%SZ}-{host}-{secrets.token_hex(3)}"
+
+
+@dataclass
+class CleanupReport:
+    removed_files: int = 0
+    removed_dirs: int = 0
+    left: list[str] = field(default_factory=list)
+
+
+class Target:
+    """The target URL, its fsspec filesystem, and the run directory this session owns."""
+
+    def __init__(self, url: str, storage_options: dict | None = None) -> None:
+        self.url = url
+        options = dict(storage_options or {})
+        try:
+            filesystem, root = fsspec.core.url_to_fs(url, **options)
+        except (ValueError, ImportError) as error:
+            raise TargetError(f"--target {url!r}: {error}") from None
+        protocol = filesystem.protocol
+        self.fs_spec = FsSpec(protocol if isinstance(protocol, str) else protocol[0], options)
+        self.fs: AbstractFileSystem = filesystem
+        self.root = root.rstrip("/") or "/"
+        self.run_dir: str | None = None
+        self.shared = False
+        """True when several nodes write into one run directory (MPI); node 0 owns it."""
+        self.owns_dirs = True
+        self._files: list[str] = []
+        self._dirs: list[str] = []
+        self.facts = self._facts()
+
+    @property
+    def is_local(self) -> bool:
+        return self.fs_spec.is_local
+
+    def _facts(self) -> FsFacts:
+        if self.is_local:
+            if not os.path.exists(self.root):
+                raise TargetError(f"--target {self.url}: no such directory")
+            if not os.path.isdir(self.root):
+                raise TargetError(f"--target {self.url}: is a file, not a directory")
+            return local_fs_facts(self.root)
+        return FsFacts(self.fs_spec.protocol, self.root, None, None)
+
+    def check_room(self, needed_bytes: int, what: str) -> None:
+        """Refuse the run before it starts when the target lacks the room it needs."""
+        free = self.facts.free_bytes
+        if free is not None and free < needed_bytes:
+            raise TargetError(
+                f"--target {self.url}: {free / 1e9:.3g} GB free, this run needs "
+                f"{needed_bytes / 1e9:.3g} GB ({what}); shrink it with --set run.shard_bytes_cap"
+            )
+
+    def create_run_dir(self) -> str:
+        """Make the session's new run directory; refuse a read-only or unwritable target."""
+        path = f"{self.root}/{run_dir_name()}" if self.root != "/" else f"/{run_dir_name()}"
+        made = False
+        try:
+            if self.is_local:
+                os.mkdir(path)  # fails if it exists: the directory is ours alone
+                made = True
+                probe = Path(path, ".ckptgate-probe")
+                with open(probe, "wb") as handle:
+                    handle.write(b"ckptgate")
+                probe.unlink()
+            else:
+                self.fs.makedirs(path, exist_ok=False)
+        except OSError as error:
+            reason = {
+                errno.EROFS: "read-only",
+                errno.EACCES: "not writable",
+                errno.ENOSPC: "full",
+                errno.EDQUOT: "over quota",
+            }.get(error.errno, error.strerror)
+            if made and not os.listdir(path):
+                os.rmdir(path)  # ours, made a moment ago, and empty
+            raise TargetError(f"--target {self.url}: {reason} ({error.strerror})") from None
+        self.run_dir = path
+        self._dirs.append(path)
+        return path
+
+    def share(self) -> None:
+        """Several nodes will write here; this node (node 0) removes the directories last."""
+        self.shared = True
+
+    def adopt_run_dir(self, path: str) -> None:
+        """Join the run directory that node 0 made; the target must be shared by the nodes."""
+        if not self.fs.isdir(path):
+            raise TargetError(
+                f"--target {self.url}: run directory {path} made by node 0 is not visible "
+                "here; every node must mount the same target"
+            )
+        self.run_dir = path
+        self.shared = True
+        self.owns_dirs = False
+        """Node 0 made the run directory and removes it last; this node only its own parts."""
+
+    def path(self, *parts: str) -> str:
+        """A path inside the run directory."""
+        if self.run_dir is None:
+            raise RuntimeError("the run directory is not created yet")
+        return "/".join([self.run_dir, *parts])
+
+    def new_dir(self, *parts: str) -> str:
+        """Make a new directory inside the run directory and register it for removal."""
+        path = self.path(*parts)
+        if not self.shared and self.fs.exists(path):
+            raise FileExistsError(f"{path} exists already: this run does not adopt directories")
+        self._dirs.append(path)  # before it exists: an interrupt in between leaves no orphan
+        # Shared, another node may have made it a moment ago.
+        self.fs.makedirs(path, exist_ok=True)
+        return path
+
+    def new_local_dir(self, *parts: str) -> str:
+        """Like ``new_dir``, for tools that need a POSIX path (PyTorch DCP)."""
+        if not self.is_local:
+            protocol = self.fs_spec.protocol
+            raise TargetError(f"--target {self.url}: needs a POSIX path, not {protocol}")
+        return self.new_dir(*parts)
+
+    def register(self, paths: list[str] | tuple[str, ...]) -> None:
+        """Record files that the run is about to create, before any rank creates them.
+
+        Only paths inside the run directory: the run writes nowhere else.
+        """
+        inside = f"{self.run_dir}/" if self.run_dir else None
+        outside = [p for p in paths if inside is None or not p.startswith(inside)]
+        if outside:
+            raise ValueError(f"refusing to write {outside[0]}: outside the run directory")
+        self._files.extend(paths)
+
+    def claim_tree(self, directory: str) -> int:
+        """Register what a third-party writer (PyTorch DCP) made inside a directory of ours.
+
+        Such a writer names its own files, so they cannot be registered before they exist;
+        ``directory`` must be one this run made, so everything below it is the run's.
+        """
+        if directory not in self._dirs:
+            raise ValueError(f"refusing to claim {directory}: this run did not make it")
+        claimed = 0
+        for root, dirs, files in self.fs.walk(directory, detail=False):
+            self._dirs.extend(f"{root}/{name}" for name in dirs)
+            self._files.extend(f"{root}/{name}" for name in files)
+            claimed += len(files)
+        return claimed
+
+    def remove_files(self, paths: list[str] | tuple[str, ...]) -> int:
+        """Remove registered files that exist; returns how many were removed.
+
+        A path that does not exist stays registered: a rank still running may yet create it,
+        and the final cleanup, after the ranks have stopped, tries again.
+        """
+        registered = set(self._files)
+        removed: set[str] = set()
+        for path in paths:
+            if path not in registered:
+                raise ValueError(f"refusing to remove {path}: this run did not register it")
+            try:
+                self.fs.rm_file(path)
+                removed.add(path)
+            except FileNotFoundError:
+                pass
+        self._files = [p for p in self._files if p not in removed]
+        return len(removed)
+
+    def forget_removed(self, paths: list[str] | tuple[str, ...]) -> None:
+        """Drop from the registry files the run's own workload deleted (a delete storm)."""
+        gone = {p for p in paths if not self.fs.exists(p)}
+        self._files = [p for p in self._files if p not in gone]
+
+    def cleanup(self, files: bool = True, directories: bool = True) -> CleanupReport:
+        """Remove exactly what the run created: registered files, then its own directories.
+
+        Many nodes remove their own files first and node 0 the directories after a barrier.
+        """
+        report = CleanupReport()
+        if files:
+            report.removed_files = self.remove_files(list(dict.fromkeys(self._files)))
+        if not directories:
+            return report
+        for directory in sorted(set(self._dirs), key=lambda d: d.count("/"), reverse=True):
+            try:
+                self.fs.rmdir(directory)
+                report.removed_dirs += 1
+            except FileNotFoundError:
+                pass
+            except OSError:
+                report.left.append(directory)
+        self._dirs = [d for d in self._dirs if d in report.left]
+        return report

@@ -1,0 +1,261 @@
+"""The fio side of the benchmarks: job text, JSON parsing, and a tiny real run on /dev/shm."""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import json
+import os
+import shutil
+
+import pytest
+from ckptgate.storage.target import Target
+
+from benchmarks import compare, fio
+
+MiB = 2**20
+
+
+def sections(job_text: str) -> dict[str, dict[str, str]]:
+    """fio's job format is ini; ``$jobname`` must stay as it is (no interpolation)."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(job_text)
+    return {name: dict(parser[name]) for name in parser.sections()}
+
+
+# Trimmed from `fio --output-format=json` (fio 3.33, Debian), 2 jobs x 64 MiB, bs=4m, tmpfs;
+# the second job carries made-up figures so that the aggregate differs from either job's.
+FIO_SAMPLE = {
+    "fio version": "fio-3.33",
+    "global options": {"rw": "write", "bs": "4194304", "end_fsync": "1"},
+    "jobs": [
+        {
+            "jobname": "write",
+            "groupid": 0,
+            "error": 0,
+            "job_runtime": 31,
+            "read": {"io_bytes": 0, "bw_bytes": 0, "iops": 0.0, "runtime": 0, "total_ios": 0},
+            "write": {
+                "io_bytes": 67108864,
+                "bw_bytes": 3728270222,
+                "iops": 888.888889,
+                "runtime": 18,
+                "total_ios": 16,
+            },
+        },
+        {
+            "jobname": "write",
+            "groupid": 0,
+            "error": 0,
+            "job_runtime": 40,
+            "read": {"io_bytes": 0, "bw_bytes": 0, "iops": 0.0, "runtime": 0, "total_ios": 0},
+            "write": {
+                "io_bytes": 67108864,
+                "bw_bytes": 2097152000,
+                "iops": 500.0,
+                "runtime": 32,
+                "total_ios": 16,
+            },
+        },
+    ],
+}
+
+
+def test_write_job_is_one_new_file_per_rank_fsynced_before_close():
+    job = sections(fio.write_job("/t/run/w0-fio", 4, 256 * MiB, 4 * MiB))
+    assert list(job) == ["write"]
+    options = job["write"]
+    assert options["numjobs"] == "4"
+    assert options["nrfiles"] == "1"
+    assert options["filename_format"] == "$jobname.$jobnum.$filenum"
+    assert options["directory"] == "/t/run/w0-fio"
+    assert options["bs"] == str(4 * MiB)
+    assert options["size"] == str(256 * MiB)
+    assert options["rw"] == "write"
+    assert options["end_fsync"] == "1"
+    assert options["fsync_on_close"] == "1"
+    assert options["direct"] == "0"
+    assert options["create_on_open"] == "1"  # created inside the timed run, not laid out first
+    assert options["fallocate"] == "none"
+    assert options["unlink"] == "0"  # the benchmark removes what it registered
+    assert options["thread"] == "1"  # jobs share the caller's scheduling group, as ranks do
+
+
+def test_write_job_direct_is_passed_through():
+    job = sections(fio.write_job("/d", 1, MiB, MiB, direct=True))
+    assert job["write"]["direct"] == "1"
+
+
+def test_write_job_paths_follow_the_filename_format():
+    assert fio.write_job_paths("/t/d", 3) == ["/t/d/write.0.0", "/t/d/write.1.0", "/t/d/write.2.0"]
+
+
+def test_read_job_reads_each_given_file_whole_with_the_cache_dropped():
+    job = sections(fio.read_job(["/t/a", "/t/b"], 64 * MiB, 16 * MiB))
+    assert job["global"]["rw"] == "read"
+    assert job["global"]["bs"] == str(16 * MiB)
+    assert job["global"]["size"] == str(64 * MiB)
+    assert job["global"]["invalidate"] == "1"
+    assert job["global"]["allow_file_create"] == "0"
+    assert job["global"]["unlink"] == "0"
+    assert [job[name]["filename"] for name in ("read0", "read1")] == ["/t/a", "/t/b"]
+
+
+def test_read_job_escapes_colons_in_file_names():
+    job = sections(fio.read_job(["/t/a:b"], MiB, MiB))
+    assert job["read0"]["filename"] == r"/t/a\:b"
+
+
+def test_create_job_creates_files_per_rank_with_filecreate():
+    options = sections(fio.create_job("/t/c", 2, 500))["create"]
+    assert options["ioengine"] == "filecreate"
+    assert options["numjobs"] == "2"
+    assert options["nrfiles"] == "500"
+    assert options["openfiles"] == "1"
+    assert options["filesize"] == options["bs"]  # one counted I/O per file
+    assert options["unlink"] == "0"
+    paths = fio.create_job_paths("/t/c", 2, 500)
+    assert len(paths) == 1000
+    assert paths[0] == "/t/c/create.0.0"
+    assert paths[-1] == "/t/c/create.1.499"
+
+
+def test_parse_output_aggregates_as_group_reporting_does():
+    result = fio.parse_output(FIO_SAMPLE)
+    assert result.version == "fio-3.33"
+    assert [job.direction for job in result.jobs] == ["write", "write"]
+    assert [job.runtime_s for job in result.jobs] == [0.018, 0.032]
+    assert result.jobs[1].job_runtime_s == 0.040
+    assert result.total_bytes == 2 * 67108864
+    assert result.span_s == 0.032
+    assert result.aggregate_bytes_per_s == pytest.approx(2 * 67108864 / 0.032, rel=1e-12)
+    assert result.aggregate_iops == pytest.approx(32 / 0.032, rel=1e-12)
+    assert result.jobs[0].iops == pytest.approx(888.888889)
+    json.dumps(result.to_json())  # serialisable for --json
+
+
+def test_parse_output_names_a_failed_job():
+    sample = json.loads(json.dumps(FIO_SAMPLE))
+    sample["jobs"][1]["error"] = 28
+    with pytest.raises(fio.FioError, match="error 28"):
+        fio.parse_output(sample)
+
+
+def test_parse_version():
+    assert fio.parse_version("fio-3.33\n") == (3, 33)
+    with pytest.raises(fio.FioError, match="cannot read"):
+        fio.parse_version("fio version unknown")
+
+
+def test_missing_fio_says_how_to_install_it():
+    with pytest.raises(fio.FioError, match="apt-get install fio"):
+        fio.fio_binary("no-such-fio-binary-ckptgate")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("256MiB", 256 * MiB), ("4m", 4 * MiB), ("1GB", 10**9), ("4096", 4096), ("1 GiB", 2**30)],
+)
+def test_parse_size(text, expected):
+    assert compare.parse_size(text) == expected
+
+
+def test_parse_size_refuses_an_unknown_unit():
+    with pytest.raises(Exception, match="invalid size"):
+        compare.parse_size("4 parsecs")
+
+
+needs_fio_shm = pytest.mark.skipif(
+    shutil.which("fio") is None or not os.path.isdir("/dev/shm"),
+    reason="needs fio on PATH and /dev/shm",
+)
+
+
+@pytest.fixture
+def shm_target():
+    """A Target on /dev/shm with a new run directory; removes exactly what it registered."""
+    target = Target("/dev/shm")
+    target.create_run_dir()
+    yield target
+    report = target.cleanup()
+    assert not report.left
+    assert not os.path.exists(target.run_dir)
+
+
+@needs_fio_shm
+def test_tiny_real_fio_run_writes_reads_and_creates_only_the_registered_files(shm_target):
+    target = shm_target
+    write_dir = target.new_dir("w")
+    paths = fio.write_job_paths(write_dir, 2)
+    target.register(paths)
+    written = fio.run_fio(fio.write_job(write_dir, 2, 2 * MiB, MiB))
+    assert sorted(os.listdir(write_dir)) == sorted(os.path.basename(p) for p in paths)
+    assert all(os.path.getsize(p) == 2 * MiB for p in paths)
+    assert written.total_bytes == 4 * MiB
+    assert len(written.jobs) == 2
+    assert written.aggregate_bytes_per_s > 0
+
+    read = fio.run_fio(fio.read_job(paths[::-1], 2 * MiB, MiB))
+    assert read.total_bytes == 4 * MiB
+    assert {job.direction for job in read.jobs} == {"read"}
+    assert sorted(os.listdir(write_dir)) == sorted(os.path.basename(p) for p in paths)
+
+    create_dir = target.new_dir("c")
+    created = fio.create_job_paths(create_dir, 2, 10)
+    target.register(created)
+    storm = fio.run_fio(fio.create_job(create_dir, 2, 10))
+    assert storm.total_ios == 20
+    assert sorted(os.listdir(create_dir)) == sorted(os.path.basename(p) for p in created)
+
+
+@needs_fio_shm
+def test_read_job_never_creates_a_missing_file(shm_target):
+    directory = shm_target.new_dir("r")
+    with pytest.raises(fio.FioError):
+        fio.run_fio(fio.read_job([f"{directory}/absent"], MiB, MiB))
+    assert os.listdir(directory) == []
+
+
+@needs_fio_shm
+def test_compare_write_end_to_end_leaves_nothing_behind(tmp_path, capsys):
+    report = tmp_path / "write.json"
+    argv = ["write", "--target", "/dev/shm", "--ranks", "1", "--bytes-per-rank", "1MiB"]
+    argv += ["--transfer", "256KiB", "--repeats", "1", "--warmup", "0", "--json", str(report)]
+    assert compare.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "median ratio suite/fio" in out
+    figures = json.loads(report.read_text())
+    assert figures["kind"] == "write"
+    assert len(figures["repeats"]) == 1
+    assert figures["memory"]["peak_rss_bytes"][0] > 0
+    assert figures["run_dir"].startswith("/dev/shm/ckptgate-")
+    assert not os.path.exists(figures["run_dir"])
+
+
+def test_the_median_interval_is_tight_for_steady_ratios_and_wide_for_noisy_ones():
+    steady = compare.bootstrap_median_interval([1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0])
+    noisy = compare.bootstrap_median_interval([0.6, 1.5, 0.7, 1.4, 0.9, 1.2, 0.65])
+    assert steady[0] <= 1.0 <= steady[1] and steady[1] - steady[0] <= 0.03
+    assert noisy[0] <= 0.9 <= noisy[1] and noisy[1] - noisy[0] >= 0.5
+    assert compare.bootstrap_median_interval([2.0]) == (2.0, 2.0)
+
+
+def test_timed_pairs_alternate_who_goes_first_and_leave_out_the_warmup():
+    calls: list[str] = []
+
+    def side(name):
+        def run(tag):
+            calls.append(f"{name}:{tag}")
+            return name
+
+        return run
+
+    args = argparse.Namespace(warmup=1, repeats=3, settle_s=0.0)
+    pairs = list(compare.timed_pairs(args, "w", side("suite"), side("fio")))
+    assert pairs == [("suite", "fio", "suite"), ("suite", "fio", "fio"), ("suite", "fio", "suite")]
+    assert calls == [
+        "fio:warmup1", "suite:warmup1",
+        "suite:w0", "fio:w0",
+        "fio:w1", "suite:w1",
+        "suite:w2", "fio:w2",
+    ]  # fmt: skip

@@ -1,0 +1,40 @@
+"""Rank tasks for the engine's own tests (module level, so spawned ranks can import them)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ckptgate.engine.pool import RankContext
+
+
+def report_start(ctx: RankContext, *, delay_s: float = 0.0) -> dict[str, Any]:
+    """Prepare for ``delay_s`` (ranks stagger), then report when the common start let us go."""
+    time.sleep(delay_s)
+    started = ctx.start()
+    return {"local_rank": ctx.local_rank, "pid": os.getpid(), "start_mono": started}
+
+
+def fail_on(ctx: RankContext, *, bad_rank: int, when: str) -> dict[str, Any]:
+    """Raise on ``bad_rank`` before or after the common start."""
+    if ctx.local_rank == bad_rank and when == "before":
+        raise OSError(28, "No space left on device")
+    ctx.start()
+    if ctx.local_rank == bad_rank and when == "after":
+        raise OSError(28, "No space left on device")
+    return {"local_rank": ctx.local_rank}
+
+
+def hang_on(ctx: RankContext, *, bad_rank: int) -> dict[str, Any]:
+    ctx.start()
+    if ctx.local_rank == bad_rank:
+        time.sleep(3600)
+    return {"local_rank": ctx.local_rank}
+
+
+def die_on(ctx: RankContext, *, bad_rank: int) -> dict[str, Any]:
+    ctx.start()
+    if ctx.local_rank == bad_rank:
+        os._exit(3)
+    return {"local_rank": ctx.local_rank}

@@ -1,0 +1,168 @@
+"""Checkpoint payload: unique per block, incompressible, verifiable at any offset."""
+
+from __future__ import annotations
+
+import tracemalloc
+import zlib
+
+import numpy as np
+import pytest
+from ckptgate.engine.datagen import BLOCK_BYTES, BlockStamper, DataMismatch, StampKey
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+KEY = StampKey(run_id=123456789, global_rank=42)
+TRANSFER_BYTES = 64 * 1024
+
+
+def file_bytes(stamper: BlockStamper, size_bytes: int) -> bytes:
+    """What a writer puts in a file of ``size_bytes``, one transfer at a time."""
+    parts, offset = [], 0
+    while offset < size_bytes:
+        view = stamper.fill(offset, min(stamper.step_bytes, size_bytes - offset))
+        parts.append(bytes(view))
+        offset += len(view)
+    return b"".join(parts)
+
+
+def test_every_block_of_a_file_is_unique() -> None:
+    data = file_bytes(BlockStamper(KEY, TRANSFER_BYTES), 1 << 20)
+    blocks = {data[i : i + BLOCK_BYTES] for i in range(0, len(data), BLOCK_BYTES)}
+    assert len(blocks) == len(data) // BLOCK_BYTES
+
+
+def test_two_ranks_share_no_block() -> None:
+    one = file_bytes(BlockStamper(KEY, TRANSFER_BYTES), 256 * 1024)
+    other = file_bytes(BlockStamper(StampKey(KEY.run_id, 43), TRANSFER_BYTES), 256 * 1024)
+    blocks = {one[i : i + BLOCK_BYTES] for i in range(0, len(one), BLOCK_BYTES)}
+    assert not blocks & {other[i : i + BLOCK_BYTES] for i in range(0, len(other), BLOCK_BYTES)}
+
+
+def test_payload_does_not_compress() -> None:
+    data = file_bytes(BlockStamper(KEY, TRANSFER_BYTES), 1 << 20)
+    # zlib at its best level saves under 1 % on random bytes with a 32-byte stamp per 4 KiB
+    assert len(zlib.compress(data, 9)) > 0.99 * len(data)
+
+
+@given(offset=st.integers(0, 600_000), length=st.integers(0, 200_000))
+@example(offset=0, length=TRANSFER_BYTES)  # exactly one transfer
+@example(offset=TRANSFER_BYTES - 1, length=2)  # straddles two transfers
+@example(offset=4095, length=33)  # straddles a block's stamp
+def test_expected_bytes_match_what_was_written_at_any_range(offset: int, length: int) -> None:
+    stamper = BlockStamper(KEY, TRANSFER_BYTES)
+    written = file_bytes(BlockStamper(KEY, TRANSFER_BYTES), offset + length)
+    assert stamper.expected(offset, length).tobytes() == written[offset : offset + length]
+
+
+def test_one_flipped_byte_is_found_with_its_offset() -> None:
+    stamper = BlockStamper(KEY, TRANSFER_BYTES)
+    data = bytearray(file_bytes(stamper, 300_000))
+    data[123_457] ^= 0x01
+    with pytest.raises(DataMismatch, match=r"shard\.bin: byte at offset 123457 differs"):
+        stamper.verify(np.frombuffer(bytes(data), dtype=np.uint8), 0, "shard.bin")
+
+
+def test_a_transfer_that_is_not_whole_blocks_rounds_up() -> None:
+    stamper = BlockStamper(KEY, 10_000)
+    assert stamper.step_bytes == 3 * BLOCK_BYTES
+
+
+@given(
+    offset=st.integers(0, 400_000),
+    length=st.integers(1, 200_000),
+    flip=st.floats(0, 1, exclude_max=True),
+    shift=st.integers(0, 7),
+)
+@example(offset=0, length=3 * TRANSFER_BYTES, flip=0.0, shift=0)  # on the grid, first byte
+@example(offset=0, length=3 * TRANSFER_BYTES, flip=0.99999, shift=0)  # on the grid, last byte
+@example(offset=TRANSFER_BYTES - 3, length=TRANSFER_BYTES + 7, flip=0.0, shift=1)  # ragged head
+@example(offset=TRANSFER_BYTES - 3, length=TRANSFER_BYTES + 7, flip=0.99999, shift=3)  # tail
+@example(offset=4095, length=33, flip=0.5, shift=5)  # inside a block's stamp
+@example(offset=TRANSFER_BYTES, length=2 * TRANSFER_BYTES, flip=0.5, shift=3)  # hashed, unaligned
+@example(offset=TRANSFER_BYTES, length=TRANSFER_BYTES + BLOCK_BYTES, flip=0.99999, shift=0)
+def test_verify_takes_any_range_at_any_address_and_names_a_flipped_byte(
+    offset: int, length: int, flip: float, shift: int
+) -> None:
+    """Both checks (the hash on the grid, the comparison off it), at any memory alignment of
+    the data (a resharded slice starts anywhere): every byte is checked, none is skipped, and
+    the data is as read afterwards, whether it passed or not."""
+    stamper = BlockStamper(KEY, TRANSFER_BYTES)
+    written = file_bytes(BlockStamper(KEY, TRANSFER_BYTES), offset + length)
+    storage = np.zeros(length + 8, dtype=np.uint8)
+    data = storage[shift : shift + length]
+    data[:] = np.frombuffer(written[offset:], dtype=np.uint8)
+    stamper.verify(data, offset, "shard.bin")
+    stamper.verify(bytes(data), offset, "shard.bin")
+    assert data.tobytes() == written[offset:]
+    bad = int(flip * length)
+    data[bad] ^= 0x80
+    with pytest.raises(DataMismatch, match=rf"shard\.bin: byte at offset {offset + bad} differs"):
+        stamper.verify(data, offset, "shard.bin")
+    data[bad] ^= 0x80
+    assert data.tobytes() == written[offset:]
+
+
+def test_verify_on_the_grid_allocates_no_expected_copy() -> None:
+    """Verification compares with ``fill``'s view in place: verifying a transfer allocates
+    nothing near its size (the old path built an expected array and a byte-wide bool array)."""
+    transfer = 4 << 20
+    stamper = BlockStamper(KEY, transfer)
+    data = np.frombuffer(bytes(stamper.fill(8 * transfer, transfer)), dtype=np.uint8)
+    stamper.verify(data, 8 * transfer, "shard.bin")  # warm: first-call allocations
+    tracemalloc.start()
+    try:
+        stamper.verify(data, 8 * transfer, "shard.bin")
+        stamper.verify(data[5:], 8 * transfer + 5, "shard.bin")  # off the grid too
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024
+
+
+def test_verify_refuses_data_that_is_not_bytes() -> None:
+    stamper = BlockStamper(KEY, TRANSFER_BYTES)
+    with pytest.raises(TypeError, match="uint8"):
+        stamper.verify(np.zeros(16, dtype=np.uint64), 0, "shard.bin")
+
+
+def _count_comparisons(stamper: BlockStamper, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record the length of every piece that ``verify`` compares byte for byte."""
+    compared: list[int] = []
+    compare = stamper._compare
+
+    def counting(piece: np.ndarray, *args: object) -> None:
+        compared.append(len(piece))
+        compare(piece, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stamper, "_compare", counting)
+    return compared
+
+
+def test_whole_transfers_on_the_grid_are_hashed_not_compared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a reader verifies (whole transfers read into its own buffer) takes the one-pass
+    hash; only a ragged tail is compared with the expected bytes."""
+    stamper = BlockStamper(KEY, TRANSFER_BYTES)
+    compared = _count_comparisons(stamper, monkeypatch)
+    size = 5 * TRANSFER_BYTES + 1000
+    data = np.frombuffer(file_bytes(stamper, size), dtype=np.uint8).copy()
+    stamper.verify(data, 0, "shard.bin")
+    assert compared == [1000]
+    stamper.verify(bytes(data[:TRANSFER_BYTES]), 0, "shard.bin")  # read-only: no hash path
+    assert compared == [1000, TRANSFER_BYTES]
+
+
+def test_a_block_from_the_next_transfer_fails_the_hash_and_is_named() -> None:
+    """Block 3 of two transfers hold the same pool bytes: swapped, only their offset stamps
+    tell them apart, and the hash, which covers the stamps, catches it."""
+    stamper = BlockStamper(KEY, TRANSFER_BYTES)
+    data = np.frombuffer(file_bytes(stamper, 2 * TRANSFER_BYTES), dtype=np.uint8).copy()
+    first, second = 3 * BLOCK_BYTES, TRANSFER_BYTES + 3 * BLOCK_BYTES
+    block = data[first : first + BLOCK_BYTES].copy()
+    data[first : first + BLOCK_BYTES] = data[second : second + BLOCK_BYTES]
+    data[second : second + BLOCK_BYTES] = block
+    assert (data[first + 32 : first + BLOCK_BYTES] == block[32:]).all()
+    # the offset is the block's fourth 8-byte word, little-endian; 64 KiB apart: its third byte
+    with pytest.raises(DataMismatch, match=rf"shard\.bin: byte at offset {first + 24 + 2} "):
+        stamper.verify(data, 0, "shard.bin")

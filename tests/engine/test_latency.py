@@ -1,0 +1,62 @@
+"""Latency percentiles: p50, p99 and max agree with a sorted-list reference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from ckptgate.engine.latency import merge, percentile, summarize
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+latencies = st.lists(
+    st.floats(min_value=0.0, max_value=10.0, allow_nan=False, allow_infinity=False),
+    min_size=1,
+    max_size=300,
+)
+
+
+def reference_percentile(values: list[float], q: float) -> float:
+    """Hyndman & Fan definition 7, written out on a sorted list."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (position - low) * (ordered[high] - ordered[low])
+
+
+@example(values=[1e-6], q=0.99)  # one operation: every percentile is that operation
+@example(values=[1.0, 2.0], q=0.5)  # halfway between the two
+@example(values=[0.0] * 99 + [5.0], q=0.99)  # one straggler among a hundred
+@given(values=latencies, q=st.floats(min_value=0.0, max_value=1.0))
+def test_percentile_matches_the_sorted_reference(values: list[float], q: float) -> None:
+    assert math.isclose(percentile(values, q), reference_percentile(values, q), abs_tol=1e-12)
+
+
+@given(values=latencies)
+def test_summary_is_p50_p99_max_of_the_sorted_values(values: list[float]) -> None:
+    summary = summarize(values)
+    assert summary.count == len(values)
+    assert math.isclose(summary.p50_s, reference_percentile(values, 0.5), abs_tol=1e-12)
+    assert math.isclose(summary.p99_s, reference_percentile(values, 0.99), abs_tol=1e-12)
+    assert summary.max_s == max(values)
+    assert min(values) <= summary.p50_s <= summary.p99_s <= summary.max_s
+
+
+@given(parts=st.lists(latencies, min_size=1, max_size=8))
+def test_merging_ranks_pools_their_latencies(parts: list[list[float]]) -> None:
+    pooled = [v for part in parts for v in part]
+    merged = merge(np.asarray(part) for part in parts)
+    assert merged == summarize(pooled)
+
+
+def test_no_operations_summarize_to_zero() -> None:
+    assert summarize([]).count == 0
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 0.5)
+
+
+def test_a_quantile_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="outside"):
+        percentile([1.0], 1.5)

@@ -1,0 +1,65 @@
+"""The rank engine: a common start, reuse of processes, and bounded failure."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from ckptgate.engine.pool import RankFailure, RankPool
+
+from tests.engine import rank_tasks
+
+RANKS = 3
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[RankPool]:
+    """Three rank processes for this module; stopped at its end."""
+    with RankPool(RANKS) as rank_pool:
+        yield rank_pool
+
+
+def test_no_rank_starts_before_the_slowest_is_ready(pool: RankPool) -> None:
+    delays = [0.0, 0.05, 0.4]
+    results = pool.run(rank_tasks.report_start, [{"delay_s": d} for d in delays], timeout_s=30)
+    common = results[0]["common_start_mono"]
+    starts = [r["start_mono"] for r in results]
+    assert all(start >= common for start in starts)
+    # the rank that prepared fastest still waited for the slowest one's preparation
+    assert min(starts) - max(starts) > -0.1
+
+
+def test_rank_processes_are_reused_across_tasks(pool: RankPool) -> None:
+    first = pool.run(rank_tasks.report_start, [{}] * RANKS, timeout_s=30)
+    second = pool.run(rank_tasks.report_start, [{}] * RANKS, timeout_s=30)
+    assert [r["pid"] for r in first] == [r["pid"] for r in second]
+
+
+def test_a_task_may_use_fewer_ranks_than_the_pool(pool: RankPool) -> None:
+    results = pool.run(rank_tasks.report_start, [{}], timeout_s=30)
+    assert [r["local_rank"] for r in results] == [0]
+
+
+@pytest.mark.parametrize("when", ["before", "after"], ids=["before-start", "after-start"])
+def test_a_raising_rank_is_named_and_the_pool_survives(pool: RankPool, when: str) -> None:
+    labels = ["global rank 7", "global rank 8", "global rank 9"]
+    with pytest.raises(RankFailure, match="global rank 8: OSError") as failure:
+        pool.run(rank_tasks.fail_on, [{"bad_rank": 1, "when": when}] * RANKS, 30, labels=labels)
+    assert failure.value.ranks == (1,)
+    assert len(pool.run(rank_tasks.report_start, [{}] * RANKS, timeout_s=30)) == RANKS
+
+
+def test_a_hung_rank_fails_within_the_timeout_and_is_named(pool: RankPool) -> None:
+    started = time.monotonic()
+    with pytest.raises(RankFailure, match=r"rank 2: did not finish within 2 s"):
+        pool.run(rank_tasks.hang_on, [{"bad_rank": 2}] * RANKS, timeout_s=2)
+    assert time.monotonic() - started < 15
+    assert len(pool.run(rank_tasks.report_start, [{}] * RANKS, timeout_s=30)) == RANKS
+
+
+def test_a_dead_rank_is_named(pool: RankPool) -> None:
+    with pytest.raises(RankFailure, match=r"rank 0: died") as failure:
+        pool.run(rank_tasks.die_on, [{"bad_rank": 0}] * RANKS, timeout_s=30)
+    assert failure.value.ranks == (0,)
+    assert len(pool.run(rank_tasks.report_start, [{}] * RANKS, timeout_s=30)) == RANKS

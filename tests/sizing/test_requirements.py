@@ -1,0 +1,272 @@
+"""Derived requirements: the shipped profiles against independently worked numbers, and the
+properties of SPEC.md's formulas."""
+
+import dataclasses
+import math
+
+import pytest
+from ckptgate.sizing import SHIPPED_PROFILES, Requirement, derive, load_profile
+from ckptgate.sizing.requirements import (
+    first_order_waste,
+    lost_work_fraction,
+    mtbf_s,
+    sweep,
+    young_interval_s,
+)
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+SHIPPED = {name: load_profile(name) for name in SHIPPED_PROFILES}
+REL = 1e-9  # float tolerance where the arithmetic is exact up to rounding
+
+# Worked by hand from SPEC.md, not from the code:
+# 405e9 x 14 = 5.67e12 B; MTBF = 54 x 86400 / 419 = 11135.08 s; stall = 0.01 x 600 = 6 s;
+# sync 5.67e12 / 6 = 945e9 B/s; async 5.67e12 / 600 = 9.45e9, x 2.5 = 23.625e9 B/s;
+# files 16384 + 1; window 600 / 2.5 = 240 s; 16385 / 240 = 68.27 /s; read 5.67e12 / 120 =
+# 47.25e9 B/s; retained 10 x 5.67e12 = 56.7e12 B; Young sqrt(2 x 6 x 11135.08) = 365.5 s;
+# lost work (600 / 2 + 0) / 11135.08 = 2.694 %.
+WORKED_405B = {
+    "parameters": 405e9,
+    "checkpoint_bytes": 5.67e12,
+    "weights_only_bytes": 810e9,
+    "mean_shard_bytes": 5.67e12 / 16384,
+    "per_node_bytes": 5.67e12 / 2048,
+    "mtbf_s": 4665600 / 419,
+    "interval_s": 600,
+    "stall_budget_s": 6,
+    "sync_write_bytes_per_s": 945e9,
+    "async_persist_min_bytes_per_s": 9.45e9,
+    "async_persist_planned_bytes_per_s": 23.625e9,
+    "files_per_checkpoint": 16385,
+    "create_window_s": 240,
+    "create_rate_per_s": 16385 / 240,
+    "restart_read_bytes_per_s": 47.25e9,
+    "retained_bytes": 56.7e12,
+    "optimal_interval_s": 365.5,
+    "lost_work_fraction": 0.02694,
+}
+ROUNDED = {"optimal_interval_s": 0.05, "lost_work_fraction": 0.00001}
+
+
+@pytest.mark.parametrize("name", list(WORKED_405B))
+def test_405b_matches_worked_numbers(name):
+    value = getattr(derive(SHIPPED["405b"]), name)
+    expected = WORKED_405B[name]
+    assert math.isclose(value, expected, rel_tol=REL, abs_tol=ROUNDED.get(name, 0)), name
+
+
+def test_405b_display_and_formula():
+    reqs = derive(SHIPPED["405b"]).requirements
+    planned = reqs["async_persist_planned_bytes_per_s"]
+    assert planned.display() == "23.6 GB/s"
+    assert planned.formula == "5.67 TB / 600 s x 2.5 headroom"
+    assert planned.measured_by == "acceptance/test_write_burst.py"
+    assert reqs["checkpoint_bytes"].display() == "5.67 TB"
+    assert reqs["sync_write_bytes_per_s"].display() == "945 GB/s"
+    assert reqs["restart_read_bytes_per_s"].display() == "47.3 GB/s"
+    assert reqs["optimal_interval_s"].measured_by is None
+    assert "Young" in reqs["optimal_interval_s"].source
+
+
+@pytest.mark.parametrize(
+    ("name", "checkpoint", "sync", "planned", "mtbf"),
+    [
+        # 70e9 x 14; 1024 GPUs: MTBF = 11135.08 x 16; stall 6 s.
+        ("70b", 980e9, 980e9 / 6, 980e9 / 600 * 2.5, 4665600 / 419 * 16),
+        # 7e9 x 14; 64 GPUs: MTBF x 256.
+        ("7b", 98e9, 98e9 / 6, 98e9 / 600 * 2.5, 4665600 / 419 * 256),
+        # 16e6 x 14; 4 GPUs: MTBF x 4096; stall 0.05 x 60 = 3 s.
+        ("tmpfs", 224e6, 224e6 / 3, 224e6 / 60 * 2.5, 4665600 / 419 * 4096),
+    ],
+)
+def test_other_shipped_profiles_match_worked_numbers(name, checkpoint, sync, planned, mtbf):
+    s = derive(SHIPPED[name])
+    assert s.checkpoint_bytes == checkpoint
+    assert math.isclose(s.sync_write_bytes_per_s, sync, rel_tol=REL)
+    assert math.isclose(s.async_persist_planned_bytes_per_s, planned, rel_tol=REL)
+    assert math.isclose(s.mtbf_s, mtbf, rel_tol=REL)
+
+
+def test_tmpfs_requirements_are_small_enough_for_ci():
+    s = derive(SHIPPED["tmpfs"])
+    # /dev/shm on a 2-core CI runner writes and reads well above 1 GB/s: keep >= 10x margin.
+    assert s.sync_write_bytes_per_s <= 100e6
+    assert s.restart_read_bytes_per_s <= 100e6
+    assert s.retained_bytes <= 1e9
+    assert s.create_rate_per_s <= 10
+
+
+@pytest.mark.parametrize("name", SHIPPED_PROFILES)
+def test_every_requirement_explains_itself(name):
+    s = derive(SHIPPED[name])
+    for req in s.requirements.values():
+        assert isinstance(req, Requirement)
+        assert req.value == getattr(s, req.name)
+        assert req.formula and req.source and req.title
+        assert req.unit in {"B", "B/s", "s", "1/s", "fraction", "files", "parameters"}
+        assert req.display()
+    assert list(s.requirements)[:2] == ["parameters", "checkpoint_bytes"]
+
+
+@pytest.mark.parametrize("name", SHIPPED_PROFILES)
+def test_json_has_the_issue_keys_as_plain_numbers(name):
+    data = derive(SHIPPED[name]).to_json()
+    for key in (
+        "parameters",
+        "checkpoint_bytes",
+        "weights_only_bytes",
+        "mean_shard_bytes",
+        "largest_shard_bytes",
+        "per_node_bytes",
+        "mtbf_s",
+        "interval_s",
+        "lost_work_fraction",
+        "optimal_interval_s",
+        "stall_budget_s",
+        "sync_write_bytes_per_s",
+        "sync_write_bytes_per_s_per_node",
+        "async_persist_min_bytes_per_s",
+        "async_persist_planned_bytes_per_s",
+        "staging_bytes_per_node",
+        "files_per_checkpoint",
+        "create_rate_per_s",
+        "restart_read_bytes_per_s",
+        "retained_bytes",
+    ):
+        assert type(data[key]) in (int, float), key
+    assert data["profile"] == name and data["mode"] in ("sync", "async")
+
+
+# --- properties -------------------------------------------------------------------------------
+
+
+def with_model(profile, parameters, k):
+    model = dataclasses.replace(profile.model, parameters=parameters, bytes_per_parameter=k)
+    return dataclasses.replace(profile, model=model)
+
+
+def with_interval(profile, interval_s):
+    ckpt = dataclasses.replace(profile.checkpoint, interval_s=interval_s)
+    return dataclasses.replace(profile, checkpoint=ckpt)
+
+
+shipped_names = st.sampled_from(SHIPPED_PROFILES)
+AGGREGATES = (
+    "checkpoint_bytes",
+    "written_bytes",
+    "sync_write_bytes_per_s",
+    "async_persist_min_bytes_per_s",
+    "async_persist_planned_bytes_per_s",
+    "restart_read_bytes_per_s",
+    "retained_bytes",
+    "per_node_bytes",
+    "mean_shard_bytes",
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=shipped_names, factor=st.integers(1, 1000), k=st.integers(1, 20))
+@example(name="405b", factor=1, k=14)
+@example(name="70b", factor=1, k=14)
+@example(name="7b", factor=1, k=14)
+@example(name="tmpfs", factor=1, k=14)
+def test_linear_in_parameters_and_bytes_per_parameter(name, factor, k):
+    profile = SHIPPED[name]
+    one = derive(with_model(profile, profile.parameters, 1))
+    scaled = derive(with_model(profile, profile.parameters * factor, k))
+    assert scaled.checkpoint_bytes == one.checkpoint_bytes * factor * k
+    for key in AGGREGATES:
+        expected = getattr(one, key) * factor * k
+        assert math.isclose(getattr(scaled, key), expected, rel_tol=REL, abs_tol=1), key
+
+
+@pytest.mark.parametrize("name", SHIPPED_PROFILES)
+def test_per_node_times_nodes_is_aggregate(name):
+    s = derive(SHIPPED[name])
+    assert math.isclose(s.per_node_bytes * s.nodes, s.written_bytes, rel_tol=REL)
+    assert math.isclose(s.mean_shard_bytes * s.gpus, s.written_bytes, rel_tol=REL)
+    dist = s.distribution
+    assert sum(dist.node_bytes(i) for i in range(s.nodes)) == s.written_bytes
+    assert s.sync_write_bytes_per_s_per_node * s.nodes >= s.sync_write_bytes_per_s * (1 - REL)
+    assert s.largest_node_bytes >= s.per_node_bytes >= s.written_bytes / s.nodes * (1 - REL)
+
+
+@given(
+    gpus=st.integers(1, 10**6),
+    more=st.integers(1, 10**6),
+    interruptions=st.integers(1, 10**4),
+    window_s=st.floats(1, 1e9),
+)
+@example(gpus=1024, more=15360, interruptions=419, window_s=54 * 86400.0)  # 70b -> 405b
+@example(gpus=64, more=960, interruptions=419, window_s=54 * 86400.0)  # 7b -> 70b
+@example(gpus=4, more=60, interruptions=419, window_s=54 * 86400.0)  # tmpfs -> 7b
+def test_more_gpus_give_a_shorter_mtbf(gpus, more, interruptions, window_s):
+    assert mtbf_s(interruptions, window_s, 16384, gpus + more) < mtbf_s(
+        interruptions, window_s, 16384, gpus
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=shipped_names, factor=st.floats(1.001, 100))
+@example(name="405b", factor=2.0)
+@example(name="70b", factor=2.0)
+@example(name="7b", factor=2.0)
+@example(name="tmpfs", factor=2.0)
+def test_longer_interval_lowers_bandwidth_and_raises_lost_work(name, factor):
+    profile = SHIPPED[name]
+    short = derive(profile)
+    long = derive(with_interval(profile, profile.checkpoint.interval_s * factor))
+    assert long.sync_write_bytes_per_s < short.sync_write_bytes_per_s
+    assert long.async_persist_min_bytes_per_s < short.async_persist_min_bytes_per_s
+    assert long.async_persist_planned_bytes_per_s < short.async_persist_planned_bytes_per_s
+    assert long.lost_work_fraction > short.lost_work_fraction
+
+
+@given(
+    stall_s=st.floats(1e-3, 1e4),
+    mtbf=st.floats(1.0, 1e9),
+    restart_s=st.floats(0, 1e4),
+    step=st.floats(1e-3, 0.9),
+)
+@example(stall_s=6.0, mtbf=4665600 / 419, restart_s=0.0, step=0.01)  # 405b
+@example(stall_s=6.0, mtbf=4665600 / 419 * 16, restart_s=0.0, step=0.01)  # 70b
+@example(stall_s=6.0, mtbf=4665600 / 419 * 256, restart_s=0.0, step=0.01)  # 7b
+@example(stall_s=3.0, mtbf=4665600 / 419 * 4096, restart_s=0.0, step=0.01)  # tmpfs
+def test_young_interval_minimizes_first_order_waste(stall_s, mtbf, restart_s, step):
+    best = young_interval_s(stall_s, mtbf)
+    at_best = first_order_waste(best, stall_s, restart_s, mtbf)
+    for neighbour in (best * (1 - step), best * (1 + step)):
+        # Neighbours are not lower (allowing float rounding at the flat minimum).
+        assert first_order_waste(neighbour, stall_s, restart_s, mtbf) >= at_best * (1 - 1e-12)
+
+
+def test_lost_work_is_half_an_interval_plus_restart_over_mtbf():
+    assert lost_work_fraction(600, 0, 11135.0) == 300 / 11135.0
+    assert lost_work_fraction(600, 100, 1000.0) == 0.4
+
+
+def test_sync_mode_creates_files_within_the_stall_budget():
+    s = derive(load_profile("405b", overrides=["checkpoint.mode=sync"]))
+    assert s.create_window_s == s.stall_budget_s == 6
+    assert "stall budget (sync)" in s.requirements["create_window_s"].formula
+
+
+def test_all_replicas_raise_written_rates_not_restart_read():
+    s = derive(load_profile("tmpfs", overrides=["cluster.parallelism.replicas_write=all"]))
+    assert s.written_bytes > s.checkpoint_bytes
+    assert s.sync_write_bytes_per_s == s.written_bytes / s.stall_budget_s
+    assert s.restart_read_bytes_per_s == s.checkpoint_bytes / s.restart_read_s
+    assert "written" in s.requirements["sync_write_bytes_per_s"].formula
+
+
+@pytest.mark.parametrize("name", SHIPPED_PROFILES)
+def test_sweep_marks_chosen_and_young(name):
+    rows = sweep(SHIPPED[name])
+    labels = [r["label"] for r in rows]
+    assert "chosen" in labels and "Young" in labels
+    intervals = [r["interval_s"] for r in rows]
+    assert intervals == sorted(intervals)
+    sync = [r["sync_write_bytes_per_s"] for r in rows]
+    assert sync == sorted(sync, reverse=True)
+    waste = [r["waste_at_fixed_stall_fraction"] for r in rows]
+    assert min(waste) == waste[labels.index("Young")]

@@ -1,0 +1,98 @@
+"""python -m sizing: the table, --json, --sweep, and one-line usage errors with exit status 2."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "ckptgate.sizing", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_json_parses_with_the_issue_keys():
+    result = run_cli("405b", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["profile"] == "405b"
+    assert data["checkpoint_bytes"] == 5_670_000_000_000
+    assert data["files_per_checkpoint"] == 16385
+    assert data["requirements"]["async_persist_planned_bytes_per_s"]["formula"] == (
+        "5.67 TB / 600 s x 2.5 headroom"
+    )
+
+
+def test_table_reads_like_a_procurement_sheet():
+    result = run_cli("405b")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("Cluster profile 405b: ")
+    assert "| requirement" in out and "| derived / measured" in out
+    for text in (
+        "5.67 TB",
+        "945 GB/s",
+        "23.6 GB/s",
+        "9.45 GB/s",
+        "68.3 /s",
+        "56.7 TB",
+        "16,385 files",
+        "measured by acceptance/test_write_burst.py",
+        "largest",
+    ):
+        assert text in out, text
+
+
+def test_set_overrides_change_the_numbers():
+    result = run_cli("405b", "--set", "checkpoint.interval_s=20 min", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["stall_budget_s"] == 12.0
+
+
+def test_sweep_lists_intervals():
+    result = run_cli("405b", "--sweep")
+    assert result.returncode == 0, result.stderr
+    assert "Young" in result.stdout and "chosen" in result.stdout
+    assert "lost work" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param(("406b",), "405b", id="unknown-profile"),
+        pytest.param(("405b", "--set", "cluster.gpus=0"), "cluster.gpus", id="zero"),
+        pytest.param(("405b", "--set", "nonsense"), "key.path=value", id="set-without-equals"),
+        pytest.param(("405b", "--set", "checkpoint.mode=fast"), "sync, async", id="bad-enum"),
+        pytest.param(("405b", "--set", "cluster.parallelism.dp=3"), "tp*pp*dp", id="tp-pp-dp"),
+        pytest.param(("405b", "--bogus"), "unrecognized arguments", id="bad-option"),
+        pytest.param((), "PROFILE", id="no-profile"),
+        pytest.param(("405b", "--json", "--sweep"), "not allowed", id="json-and-sweep"),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(args, expected):
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("sizing: error: ")
+    assert expected in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_malformed_yaml_file_is_one_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("model: {parameters: 7e9\n")
+    result = run_cli(str(path))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and f"{path}:" in result.stderr

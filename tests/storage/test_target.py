@@ -1,0 +1,125 @@
+"""The target: a new run directory per session, refusal of bad targets, exact cleanup."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from ckptgate.engine.pool import RankFailure, RankPool
+from ckptgate.storage.target import Target, TargetError
+from ckptgate.workloads.write_burst import ShardFile, run_write_burst
+
+from tests.mounts import small_tmpfs
+
+MiB = 2**20
+
+
+def test_run_dir_is_new_and_named_for_time_host_and_chance(tmp_path: Path) -> None:
+    first, second = Target(str(tmp_path)), Target(str(tmp_path))
+    one, two = first.create_run_dir(), second.create_run_dir()
+    assert one != two
+    assert re.fullmatch(r"ckptgate-\d{8}T\d{6}Z-[^-/]+-[0-9a-f]{6}", os.path.basename(one))
+
+
+def test_cleanup_removes_what_the_run_created_and_spares_the_neighbours(tmp_path: Path) -> None:
+    neighbour = tmp_path / "someone-elses-checkpoint.pt"
+    neighbour.write_bytes(b"precious")
+    target = Target(str(tmp_path))
+    target.create_run_dir()
+    directory = target.new_dir("write")
+    files = [f"{directory}/__{rank}_0.distcp" for rank in range(3)]
+    target.register(files)
+    for path in files[:2]:  # the third was registered but never created
+        Path(path).write_bytes(b"x")
+    report = target.cleanup()
+    assert (report.removed_files, report.removed_dirs, report.left) == (2, 2, [])
+    assert neighbour.read_bytes() == b"precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [neighbour.name]
+
+
+def test_a_file_the_run_did_not_create_survives_cleanup(tmp_path: Path) -> None:
+    target = Target(str(tmp_path))
+    run_dir = target.create_run_dir()
+    foreign = Path(run_dir, "notes.txt")
+    foreign.write_text("not ours")
+    report = target.cleanup()
+    assert report.left == [run_dir]
+    assert foreign.read_text() == "not ours"
+
+
+def test_removing_an_unregistered_file_is_refused(tmp_path: Path) -> None:
+    target = Target(str(tmp_path))
+    target.create_run_dir()
+    precious = tmp_path / "precious"
+    precious.write_text("keep")
+    with pytest.raises(ValueError, match="did not register"):
+        target.remove_files([str(precious)])
+    assert precious.exists()
+
+
+def test_a_missing_target_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TargetError, match=r"no such directory"):
+        Target(str(tmp_path / "absent"))
+
+
+def test_a_file_as_target_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "file"
+    path.write_text("")
+    with pytest.raises(TargetError, match=r"is a file, not a directory"):
+        Target(str(path))
+
+
+def test_a_read_only_target_is_refused() -> None:
+    with small_tmpfs(MiB, read_only=True) as point:
+        target = Target(point)
+        with pytest.raises(TargetError, match=r"read-only"):
+            target.create_run_dir()
+        assert os.listdir(point) == []
+
+
+def test_a_target_without_room_is_refused_before_the_run() -> None:
+    with small_tmpfs(MiB) as point:
+        target = Target(point)
+        with pytest.raises(TargetError, match=r"GB free, this run needs .* GB"):
+            target.check_room(8 * MiB, "two checkpoints")
+
+
+def test_a_target_that_fills_mid_burst_fails_with_one_line_and_keeps_nothing() -> None:
+    with small_tmpfs(4 * MiB) as point, RankPool(2) as pool:
+        target = Target(point)
+        target.create_run_dir()
+        directory = target.new_dir("write")
+        shards = [
+            ShardFile(rank, f"{directory}/__{rank}_0.distcp", 3 * MiB, 1, MiB) for rank in (0, 1)
+        ]
+        target.register([s.path for s in shards])
+        with pytest.raises(RankFailure, match=r"No space left on device") as failure:
+            run_write_burst(pool, target.fs_spec, shards, timeout_s=60)
+        assert "\n" not in str(failure.value)
+        target.cleanup()
+        assert os.listdir(point) == []
+
+
+def test_a_file_removed_before_its_rank_made_it_is_still_removed_at_cleanup(
+    tmp_path: Path,
+) -> None:
+    """An interrupt can drop a round while a rank has yet to create its file."""
+    target = Target(str(tmp_path))
+    target.create_run_dir()
+    directory = target.new_dir("write")
+    path = f"{directory}/__0_0.distcp"
+    target.register([path])
+    assert target.remove_files([path]) == 0  # not there yet
+    Path(path).write_bytes(b"late")  # the rank gets there after all
+    report = target.cleanup()
+    assert report.removed_files == 1 and report.left == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_outside_the_run_directory_is_refused(tmp_path: Path) -> None:
+    target = Target(str(tmp_path))
+    target.create_run_dir()
+    with pytest.raises(ValueError, match="outside the run directory"):
+        target.register([str(tmp_path / "elsewhere.distcp")])

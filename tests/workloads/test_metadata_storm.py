@@ -1,0 +1,179 @@
+"""The metadata storm: exactly the files, an atomic commit, a full listing, an exact delete."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ckptgate.engine.datagen import BlockStamper, StampKey
+from ckptgate.engine.pool import RankFailure, RankPool
+from ckptgate.storage.fsio import FsSpec
+from ckptgate.workloads.metadata_storm import (
+    METADATA_NAME,
+    METADATA_TMP_NAME,
+    WRITE_BYTES,
+    run_delete_storm,
+    run_metadata_storm,
+    run_restore_listing,
+    split,
+    storm_files,
+)
+from ckptgate.workloads.write_burst import shard_file_name
+from hypothesis import given
+from hypothesis import strategies as st
+
+RANKS = 3
+RUN_ID = 20261129
+LOCAL = FsSpec("file")
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[RankPool]:
+    """Three rank processes for this module; stopped at its end."""
+    with RankPool(RANKS) as rank_pool:
+        yield rank_pool
+
+
+def checkpoint(tmp_path: Path, name: str = "step-1") -> str:
+    directory = tmp_path / name
+    directory.mkdir()
+    return str(directory)
+
+
+@pytest.mark.parametrize("io", ["os", "fsspec"])
+def test_storm_creates_exactly_the_files_and_commits_the_metadata(
+    pool: RankPool, tmp_path: Path, io: str
+) -> None:
+    directory = checkpoint(tmp_path)
+    files = storm_files(directory, 25, files_per_rank=2)
+    result = run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, io=io)
+    names = {shard_file_name(g, i) for g in range(13) for i in range(2)} - {shard_file_name(12, 1)}
+    assert set(os.listdir(directory)) == names | {METADATA_NAME}
+    assert result.metadata_path == f"{directory}/{METADATA_NAME}"
+    assert (result.create.ops, result.committed_files, result.io) == (25, 26, io)
+    assert {op: s.count for op, s in result.create.latencies.items()} == dict.fromkeys(
+        ("create", "write", "fsync", "close"), 25
+    )
+    manifest = json.loads(Path(directory, METADATA_NAME).read_bytes())
+    assert sorted(e["file"] for e in manifest["files"]) == sorted(names)
+    for file in files:  # every file holds its own stamped 4 KiB block
+        stamper = BlockStamper(StampKey(RUN_ID, file.global_rank), WRITE_BYTES)
+        stamper.verify(Path(file.path).read_bytes(), file.index * WRITE_BYTES, file.path)
+
+
+def test_create_close_only_is_fios_filecreate(pool: RankPool, tmp_path: Path) -> None:
+    directory = checkpoint(tmp_path)
+    files = storm_files(directory, 7, files_per_rank=1)
+    result = run_metadata_storm(
+        pool, LOCAL, directory, files, 60, run_id=RUN_ID, write_bytes=0, fsync=False, commit=False
+    )
+    assert result.commit is None and result.metadata_path is None
+    assert sorted(os.listdir(directory)) == sorted(shard_file_name(g, 0) for g in range(7))
+    assert all(os.path.getsize(f.path) == 0 for f in files)
+    assert result.create_close_rate_per_s == 7 / result.create.span_s
+
+
+def test_a_reader_never_sees_a_partial_metadata_file(pool: RankPool, tmp_path: Path) -> None:
+    """The commit is a rename: a restore polling for .metadata sees all of it or nothing."""
+    directory = checkpoint(tmp_path)
+    files = storm_files(directory, 3000, files_per_rank=1)  # a ~200 KB manifest
+    final = Path(directory, METADATA_NAME)
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def restore_poller() -> None:
+        while not stop.is_set():
+            try:
+                seen.append(len(json.loads(final.read_bytes())["files"]))
+            except FileNotFoundError:
+                continue
+
+    poller = threading.Thread(target=restore_poller)
+    poller.start()
+    try:
+        run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, fsync=False)
+        for _ in range(1000):  # let the poller catch the committed file at least once
+            if seen:
+                break
+            threading.Event().wait(0.01)
+    finally:
+        stop.set()
+        poller.join()
+    assert seen and set(seen) == {3000}
+    assert not Path(directory, METADATA_TMP_NAME).exists()
+
+
+def test_a_failed_commit_leaves_no_metadata(pool: RankPool, tmp_path: Path) -> None:
+    directory = checkpoint(tmp_path)
+    Path(directory, METADATA_TMP_NAME).write_bytes(b"someone else's")
+    files = storm_files(directory, 4, files_per_rank=1)
+    with pytest.raises(RankFailure, match=r"commit of .*FileExistsError"):
+        run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID)
+    assert not Path(directory, METADATA_NAME).exists()
+    assert Path(directory, METADATA_TMP_NAME).read_bytes() == b"someone else's"
+
+
+def test_the_storm_never_overwrites_an_existing_file(pool: RankPool, tmp_path: Path) -> None:
+    directory = checkpoint(tmp_path)
+    files = storm_files(directory, 6, files_per_rank=1)
+    Path(files[4].path).write_bytes(b"precious")
+    with pytest.raises(RankFailure, match="FileExistsError"):
+        run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID)
+    assert Path(files[4].path).read_bytes() == b"precious"
+
+
+@pytest.mark.parametrize("io", ["os", "fsspec"])
+def test_the_restore_listing_sees_and_stats_every_file(
+    pool: RankPool, tmp_path: Path, io: str
+) -> None:
+    directory = checkpoint(tmp_path)
+    files = storm_files(directory, 40, files_per_rank=1)
+    storm = run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, fsync=False)
+    listing = run_restore_listing(pool, LOCAL, directory, 60, io=io)
+    expected = {Path(p).name for p in storm.files} | {METADATA_NAME}
+    assert set(listing.names) == expected
+    assert set(listing.sizes) == expected
+    assert all(listing.sizes[Path(p).name] == WRITE_BYTES for p in storm.files)
+    assert listing.stat.ops == listing.stat.latencies["stat"].count == 41
+    assert len(listing.stat.burst.ranks) == RANKS
+
+
+@pytest.mark.parametrize("io", ["os", "fsspec"])
+def test_the_delete_storm_removes_only_that_checkpoints_files(
+    pool: RankPool, tmp_path: Path, io: str
+) -> None:
+    older, newer = checkpoint(tmp_path, "step-1"), checkpoint(tmp_path, "step-2")
+    kept = []
+    for directory in (older, newer):
+        files = storm_files(directory, 10, files_per_rank=1)
+        storm = run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, fsync=False)
+        kept.append([*storm.files, storm.metadata_path])
+    neighbour = Path(older, "notes.txt")
+    neighbour.write_text("not ours")
+    phase = run_delete_storm(pool, LOCAL, kept[0], 60, io=io)
+    assert (phase.ops, phase.latencies["unlink"].count) == (11, 11)
+    assert os.listdir(older) == ["notes.txt"]
+    assert all(os.path.exists(p) for p in kept[1])
+
+
+@given(items=st.integers(min_value=0, max_value=200), parts=st.integers(1, 16))
+def test_split_keeps_order_and_balances_within_one(items: int, parts: int) -> None:
+    chunks = split(list(range(items)), parts)
+    assert [x for chunk in chunks for x in chunk] == list(range(items))
+    sizes = [len(c) for c in chunks]
+    assert max(sizes) - min(sizes) <= 1
+    assert len(chunks) == max(1, min(parts, items))
+
+
+@given(files=st.integers(1, 500), per_rank=st.integers(1, 4))
+def test_storm_files_follow_dcps_names_in_global_order(files: int, per_rank: int) -> None:
+    planned = storm_files("/ckpt", files, per_rank)
+    assert len({f.path for f in planned}) == files
+    assert [(f.global_rank, f.index) for f in planned] == [
+        divmod(n, per_rank) for n in range(files)
+    ]
+    assert all(f.path == f"/ckpt/__{f.global_rank}_{f.index}.distcp" for f in planned)

@@ -1,0 +1,317 @@
+"""Read-while-write: dataloader readers stream from the target while a checkpoint persists.
+
+During an async save the training job keeps running, and its dataloader keeps reading the
+dataset from the same storage. Reader processes (their own ``RankPool``, apart from the
+writers') stream a prepared set of dataset files with large sequential reads, as a dataloader
+does, and stop by themselves at a time bound (or a bytes bound, whichever comes first). Run
+alone they give the readers' bandwidth without contention; run across a write burst they give
+both sides' bandwidth under contention.
+
+Every read's end is stamped on the node's monotonic clock, so the bytes read during the
+writers' span are counted exactly (a read that straddles an edge counts in proportion), and the
+report can say how much of the writers' span the readers covered.
+
+Readback honesty (SPEC.md): before each pass over a file, a reader on a local target asks the
+kernel to drop the file's cached pages (``posix_fadvise(DONTNEED)``; the files are clean, so
+it can), so a disk-backed target serves the reads itself. On tmpfs the pages are the storage.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from ckptgate.engine.pool import RankContext, RankPool, StartHook
+from ckptgate.engine.records import BurstResult, per_second, records_from_results
+from ckptgate.storage.fsio import FsSpec, file_descriptor
+from ckptgate.workloads.write_burst import ShardFile, run_write_burst
+
+MiB = 2**20
+READ_BYTES = 8 * MiB
+"""Read size: a dataloader's large sequential reads (4 to 16 MiB)."""
+DATASET_RANK_BASE = 1_000_000
+"""Stamp ids of dataset files start here, apart from any checkpoint rank's."""
+
+
+def dataset_files(
+    directory: str, total_bytes: int, readers: int, run_id: int, transfer_bytes: int
+) -> list[ShardFile]:
+    """One dataset file per reader, ``total_bytes`` split evenly (stamped like shards)."""
+    if readers < 1:
+        raise ValueError(f"a dataset needs at least one reader, got {readers}")
+    share, extra = divmod(total_bytes, readers)
+    return [
+        ShardFile(
+            global_rank=DATASET_RANK_BASE + r,
+            path=f"{directory.rstrip('/')}/dataset-{r:05d}.bin",
+            bytes=share + (1 if r < extra else 0),
+            run_id=run_id,
+            transfer_bytes=transfer_bytes,
+        )
+        for r in range(readers)
+    ]
+
+
+def prepare_dataset(
+    pool: RankPool, fs: FsSpec, files: Sequence[ShardFile], timeout_s: float
+) -> BurstResult:
+    """Write the dataset (one file per reader, fsynced) with the readers' own processes."""
+    return run_write_burst(pool, fs, files, timeout_s)
+
+
+def _drop_cached_pages(handle: Any) -> bool:
+    descriptor = file_descriptor(handle)
+    if descriptor is None or not hasattr(os, "posix_fadvise"):
+        return False
+    os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+    return True
+
+
+def read_stream_task(
+    ctx: RankContext,
+    *,
+    fs: FsSpec,
+    paths: list[str],
+    duration_s: float,
+    max_bytes: int | None = None,
+    read_bytes: int = READ_BYTES,
+    drop_cache: bool = True,
+) -> dict[str, Any]:
+    """Rank task: read ``paths`` sequentially, over and over, until a time or bytes bound."""
+    filesystem = fs.filesystem()
+    # A missing or empty dataset fails before the start, so no writer burst starts for nothing.
+    empty = [p for p in paths if not filesystem.size(p)]
+    if empty or not paths:
+        raise ValueError(f"reader {ctx.local_rank}: empty dataset files {empty or paths}")
+    buffer = bytearray(read_bytes)
+    ends: list[float] = []
+    sizes: list[int] = []
+    total = 0
+    passes = 0
+    dropped = False
+    start = ctx.start()
+    deadline = start + duration_s
+    done = False
+    while not done:
+        for path in paths:
+            with filesystem.open(path, "rb") as handle:
+                if drop_cache and fs.is_local:
+                    dropped = _drop_cached_pages(handle) or dropped
+                while True:
+                    count = handle.readinto(buffer)
+                    if not count:
+                        break
+                    now = time.monotonic()
+                    ends.append(now)
+                    sizes.append(count)
+                    total += count
+                    if now >= deadline or (max_bytes is not None and total >= max_bytes):
+                        done = True
+                        break
+            if done:
+                break
+        else:
+            passes += 1
+    end = time.monotonic()
+    return {
+        "local_rank": ctx.local_rank,
+        "global_rank": DATASET_RANK_BASE + ctx.local_rank,
+        "bytes": total,
+        "start_mono": start,
+        "marks_mono": [("read", end)],
+        "ticks": (np.asarray(ends, dtype=np.float64), np.asarray(sizes, dtype=np.int64)),
+        "extra": {"passes": passes, "cache_dropped": dropped, "reads": len(ends)},
+    }
+
+
+@dataclass(frozen=True)
+class ReaderRun:
+    """The readers' records, and every read's end (monotonic) and size, per reader."""
+
+    burst: BurstResult
+    start_mono: float
+    """The readers' common start on the node's monotonic clock."""
+    ticks: tuple[tuple[np.ndarray, np.ndarray], ...]
+    starts_mono: tuple[float, ...]
+    ends_mono: tuple[float, ...]
+
+    @property
+    def total_bytes(self) -> int:
+        return self.burst.total_bytes
+
+    @property
+    def aggregate_bytes_per_s(self) -> float:
+        """All readers' bytes over the common span."""
+        return self.burst.aggregate_bytes_per_s
+
+    def bytes_between(self, begin_mono: float, end_mono: float) -> float:
+        """Bytes all readers read within ``[begin, end]``; a straddling read counts pro rata."""
+        total = 0.0
+        for (ends, sizes), start in zip(self.ticks, self.starts_mono, strict=True):
+            if ends.size == 0:
+                continue
+            begins = np.concatenate(([start], ends[:-1]))
+            lengths = np.maximum(ends - begins, 1e-12)
+            inside = np.clip(np.minimum(ends, end_mono) - np.maximum(begins, begin_mono), 0, None)
+            total += float(np.sum(sizes * np.minimum(inside / lengths, 1.0)))
+        return total
+
+    def bytes_per_s_between(self, begin_mono: float, end_mono: float) -> float:
+        return per_second(self.bytes_between(begin_mono, end_mono), end_mono - begin_mono)
+
+    def coverage(self, begin_mono: float, end_mono: float) -> float:
+        """Fraction of ``[begin, end]`` during which every reader was reading."""
+        span = end_mono - begin_mono
+        if span <= 0:
+            return 1.0
+        covered = min(
+            max(0.0, min(end, end_mono) - max(start, begin_mono))
+            for start, end in zip(self.starts_mono, self.ends_mono, strict=True)
+        )
+        return min(1.0, covered / span)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "total_bytes": self.total_bytes,
+            "span_s": self.burst.span_s,
+            "aggregate_bytes_per_s": self.aggregate_bytes_per_s,
+            "ranks": [r.to_json() for r in self.burst.ranks],
+        }
+
+
+def run_readers(
+    pool: RankPool,
+    fs: FsSpec,
+    paths_per_reader: Sequence[Sequence[str]],
+    duration_s: float,
+    timeout_s: float,
+    *,
+    max_bytes: int | None = None,
+    read_bytes: int = READ_BYTES,
+    before_start: StartHook | None = None,
+) -> ReaderRun:
+    """Stream from a common start until ``duration_s`` (or ``max_bytes`` per reader)."""
+    if timeout_s <= duration_s:
+        raise ValueError(f"timeout {timeout_s} s must exceed the readers' bound {duration_s} s")
+    kwargs = [
+        {
+            "fs": fs,
+            "paths": list(paths),
+            "duration_s": duration_s,
+            "max_bytes": max_bytes,
+            "read_bytes": read_bytes,
+        }
+        for paths in paths_per_reader
+    ]
+    labels = [f"reader {i} ({paths[0]})" for i, paths in enumerate(paths_per_reader)]
+    results = pool.run(read_stream_task, kwargs, timeout_s, before_start, labels)
+    common = results[0]["common_start_mono"]
+    ticks = tuple(r.pop("ticks") for r in results)
+    starts = tuple(r["start_mono"] for r in results)
+    ends = tuple(r["marks_mono"][-1][1] for r in results)
+    records = records_from_results(results)
+    return ReaderRun(BurstResult("read", tuple(records)), common, ticks, starts, ends)
+
+
+@dataclass(frozen=True)
+class ContendedRun:
+    """One write burst with readers streaming across it."""
+
+    writers: BurstResult
+    readers: ReaderRun
+    writer_start_mono: float
+
+    @property
+    def writer_end_mono(self) -> float:
+        return self.writer_start_mono + self.writers.span_s
+
+    @property
+    def reader_bytes_per_s(self) -> float:
+        """The readers' aggregate bandwidth during the writers' span."""
+        return self.readers.bytes_per_s_between(self.writer_start_mono, self.writer_end_mono)
+
+    @property
+    def coverage(self) -> float:
+        """Fraction of the writers' span during which every reader was reading."""
+        return self.readers.coverage(self.writer_start_mono, self.writer_end_mono)
+
+
+WriteFn = Callable[[StartHook], BurstResult]
+"""Runs one write burst; takes the hook to pass as its ``before_start``."""
+
+
+def run_contended(
+    write: WriteFn,
+    reader_pool: RankPool,
+    fs: FsSpec,
+    paths_per_reader: Sequence[Sequence[str]],
+    duration_s: float,
+    timeout_s: float,
+    *,
+    warmup_s: float = 0.5,
+    read_bytes: int = READ_BYTES,
+    reader_gate: StartHook | None = None,
+) -> ContendedRun:
+    """Start the readers, let them stream ``warmup_s``, then run ``write`` while they read.
+
+    The readers run in their own processes, driven from a thread of this process, and stop by
+    themselves after ``duration_s``; the write burst runs on this thread meanwhile. Both are
+    bounded: the readers by ``timeout_s``, the writers by their own timeout. ``reader_gate``
+    is the readers' start hook (many nodes start their readers together); it completes before
+    the writers start, so the two never run collectives at once. ``write`` gets a hook that
+    notes the writers' start; it passes it on as (or inside) its burst's ``before_start``.
+    """
+    if duration_s <= warmup_s:
+        raise ValueError(f"readers' bound {duration_s} s must exceed the warm-up {warmup_s} s")
+    started = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def release_readers(ready: bool) -> bool:
+        try:
+            go = reader_gate(ready) if reader_gate is not None else ready
+            outcome["go"] = go
+            return go
+        finally:
+            started.set()
+
+    def readers() -> None:
+        try:
+            outcome["run"] = run_readers(
+                reader_pool,
+                fs,
+                paths_per_reader,
+                duration_s,
+                timeout_s,
+                read_bytes=read_bytes,
+                before_start=release_readers,
+            )
+        except BaseException as error:  # re-raised on the calling thread
+            outcome["error"] = error
+        finally:
+            started.set()
+
+    released: list[float] = []
+
+    def note_writers_start(ready: bool) -> bool:
+        released.append(time.monotonic())
+        return ready
+
+    thread = threading.Thread(target=readers, name="ckptgate-readers", daemon=True)
+    thread.start()
+    try:
+        started.wait(timeout_s)
+        if outcome.get("go"):
+            time.sleep(warmup_s)
+            writers = write(note_writers_start)
+    finally:
+        thread.join(timeout_s + 5.0)
+    if "error" in outcome:
+        raise outcome["error"]
+    if thread.is_alive() or "run" not in outcome:
+        raise RuntimeError(f"readers did not finish within {timeout_s:.0f} s")
+    return ContendedRun(writers, outcome["run"], released[-1])

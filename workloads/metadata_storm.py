@@ -1,0 +1,616 @@
+"""The metadata storm (checklist item 6): a checkpoint commit, a restore's listing, a deletion.
+
+A framework's checkpoint is many small-to-large files in one directory plus one global
+``.metadata``. PyTorch DCP's FileSystemWriter names them ``__{rank}_{index}.distcp``, writes
+them from every rank, and once all ranks are done the coordinator writes ``.metadata.tmp`` and
+renames it to ``.metadata``: the rename is the commit, so a reader sees a whole checkpoint or
+none. This module drives the metadata side of that at full rank count (every global rank's
+files, spread over this node's rank processes), in four phases, each from a common start:
+
+- ``create``: per file create (O_CREAT|O_EXCL), a small write of stamped data, fsync, close;
+- ``commit``: one rank writes ``.metadata.tmp``, fsyncs and closes it, renames it to
+  ``.metadata`` and fsyncs the directory (the rename is durable only then);
+- ``list`` and ``stat``: what a restore does first: list the directory (one rank), then stat
+  every file (split over the ranks);
+- ``unlink``: the retention delete storm: every file of an older checkpoint removed.
+
+Every operation is timed on its own (``time.perf_counter``), so each phase reports its rate
+over the common span and per-operation latency percentiles (``ckptgate.engine.latency``).
+
+I/O path: the suite's door to the target is fsspec (``ckptgate.storage.fsio``), and non-local
+targets always use it. On a local target the per-file loop uses ``os`` calls directly: measured on
+tmpfs with 2 ranks, fsspec's ``open``/``info``/``rm_file`` wrap each call in several Python
+layers (``LocalFileOpener``, path normalisation, a ``dict`` per ``info``) and cut the create
+rate to about half of the os loop's, which sets Python, not the filesystem, as the limit (the
+benchmark asks for 0.8 of fio's filecreate on tmpfs). ``io="fsspec"`` forces the fsspec path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from ckptgate.engine.datagen import BLOCK_BYTES, BlockStamper, StampKey
+from ckptgate.engine.latency import LatencySummary, summarize
+from ckptgate.engine.pool import RankContext, RankPool, StartHook
+from ckptgate.engine.records import BurstResult, merge_nodes, per_second, records_from_results
+from ckptgate.storage.fsio import FsSpec, make_durable
+from ckptgate.workloads.write_burst import shard_file_name
+
+METADATA_NAME = ".metadata"
+METADATA_TMP_NAME = ".metadata.tmp"
+WRITE_BYTES = BLOCK_BYTES
+"""The small write per file: one stamped 4 KiB block (a tiny shard, as small ranks save)."""
+
+CREATE_OPS = ("create", "write", "fsync", "close")
+COMMIT_OPS = ("write", "fsync", "close", "rename", "dirsync")
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass(frozen=True)
+class StormFile:
+    """One file of the storm: which global rank writes it, its index, and its path."""
+
+    global_rank: int
+    index: int
+    path: str
+
+
+def storm_files(directory: str, files: int, files_per_rank: int) -> list[StormFile]:
+    """The first ``files`` files of the checkpoint in global order (rank, index), one directory.
+
+    At full count (``gpus x files_per_rank``) that is every rank's files, as DCP lays them out.
+    """
+    if files < 1 or files_per_rank < 1:
+        raise ValueError(f"a storm needs files >= 1 and files_per_rank >= 1, got {files}")
+    return [
+        StormFile(
+            n // files_per_rank,
+            n % files_per_rank,
+            _join(directory, shard_file_name(n // files_per_rank, n % files_per_rank)),
+        )
+        for n in range(files)
+    ]
+
+
+def metadata_paths(directory: str) -> tuple[str, str]:
+    """The commit's two paths: ``.metadata.tmp`` (written) and ``.metadata`` (renamed to)."""
+    return _join(directory, METADATA_TMP_NAME), _join(directory, METADATA_NAME)
+
+
+def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
+    """``items`` in ``parts`` contiguous chunks whose sizes differ by at most one."""
+    parts = max(1, min(parts, len(items)))
+    size, extra = divmod(len(items), parts)
+    chunks, start = [], 0
+    for part in range(parts):
+        end = start + size + (1 if part < extra else 0)
+        chunks.append(list(items[start:end]))
+        start = end
+    return chunks
+
+
+def _join(directory: str, name: str) -> str:
+    return f"{directory.rstrip('/')}/{name}"
+
+
+def _use_os(fs: FsSpec, io: str) -> bool:
+    if io not in ("auto", "os", "fsspec"):
+        raise ValueError(f"io {io!r}: expected auto, os or fsspec")
+    if io == "os" and not fs.is_local:
+        raise ValueError(f"io 'os' needs a local target, not {fs.protocol}")
+    return fs.is_local and io != "fsspec"
+
+
+def _payloads(files: Sequence[StormFile], run_id: int, write_bytes: int) -> list[bytes]:
+    """Each file's stamped bytes, made before the start so the timed loop only does I/O."""
+    if write_bytes == 0:
+        return [b""] * len(files)
+    stampers: dict[int, BlockStamper] = {}
+    payloads = []
+    for file in files:
+        stamper = stampers.get(file.global_rank)
+        if stamper is None:
+            stamper = stampers[file.global_rank] = BlockStamper(
+                StampKey(run_id, file.global_rank), write_bytes
+            )
+        payloads.append(bytes(stamper.fill(file.index * stamper.step_bytes, write_bytes)))
+    return payloads
+
+
+def _write_all(descriptor: int, payload: bytes) -> None:
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(descriptor, view) :]
+
+
+# --- rank tasks -------------------------------------------------------------------------------
+
+
+def create_task(
+    ctx: RankContext,
+    *,
+    fs: FsSpec,
+    files: list[StormFile],
+    run_id: int,
+    write_bytes: int = WRITE_BYTES,
+    fsync: bool = True,
+    io: str = "auto",
+) -> dict[str, Any]:
+    """Rank task: create, write, fsync and close each of ``files`` from the common start."""
+    use_os = _use_os(fs, io)
+    payloads = _payloads(files, run_id, write_bytes)
+    paths = [f.path for f in files]
+    filesystem = None if use_os else fs.filesystem()
+    clock = time.perf_counter
+    stamps = np.empty((len(paths), 5), dtype=np.float64)
+    durable = False
+    start = ctx.start()
+    if use_os:
+        os_open, os_fsync, os_close = os.open, os.fsync, os.close
+        for n, (path, payload) in enumerate(zip(paths, payloads, strict=True)):
+            t0 = clock()
+            descriptor = os_open(path, _CREATE_FLAGS, 0o644)
+            t1 = clock()
+            if payload:
+                _write_all(descriptor, payload)
+            t2 = clock()
+            if fsync:
+                os_fsync(descriptor)
+            t3 = clock()
+            os_close(descriptor)
+            stamps[n] = (t0, t1, t2, t3, clock())
+        durable = fsync
+    else:
+        assert filesystem is not None
+        for n, (path, payload) in enumerate(zip(paths, payloads, strict=True)):
+            t0 = clock()
+            handle = filesystem.open(path, "wb")
+            t1 = clock()
+            if payload:
+                handle.write(payload)
+            t2 = clock()
+            synced = fsync and make_durable(handle)
+            t3 = clock()
+            handle.close()
+            stamps[n] = (t0, t1, t2, t3, clock())
+            durable = durable or synced
+    end = time.monotonic()
+    latencies = np.diff(stamps, axis=1)
+    return {
+        "local_rank": ctx.local_rank,
+        "global_rank": files[0].global_rank if files else -1,
+        "bytes": write_bytes * len(paths),
+        "start_mono": start,
+        "marks_mono": [("create", end)],
+        "latencies": {op: latencies[:, i] for i, op in enumerate(CREATE_OPS)},
+        "extra": {"files": len(paths), "fsynced": durable, "io": "os" if use_os else "fsspec"},
+    }
+
+
+def commit_task(
+    ctx: RankContext, *, fs: FsSpec, directory: str, manifest: bytes, io: str = "auto"
+) -> dict[str, Any]:
+    """Rank task: write ``.metadata.tmp``, fsync, close, rename to ``.metadata``, sync the dir."""
+    use_os = _use_os(fs, io)
+    tmp_path, final_path = metadata_paths(directory)
+    filesystem = None if use_os else fs.filesystem()
+    clock = time.perf_counter
+    start = ctx.start()
+    t0 = clock()
+    if use_os:
+        descriptor = os.open(tmp_path, _CREATE_FLAGS, 0o644)
+        _write_all(descriptor, manifest)
+        t1 = clock()
+        os.fsync(descriptor)
+        t2 = clock()
+        os.close(descriptor)
+        t3 = clock()
+        os.rename(tmp_path, final_path)
+        t4 = clock()
+        # The rename is durable once the directory entry is: fsync the directory.
+        directory_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(directory_fd)
+        finally:
+            os.close(directory_fd)
+    else:
+        assert filesystem is not None
+        handle = filesystem.open(tmp_path, "wb")
+        handle.write(manifest)
+        t1 = clock()
+        make_durable(handle)
+        t2 = clock()
+        handle.close()
+        t3 = clock()
+        filesystem.mv(tmp_path, final_path)
+        t4 = clock()
+    t5 = clock()
+    end = time.monotonic()
+    stamps = (t0, t1, t2, t3, t4, t5)
+    return {
+        "local_rank": ctx.local_rank,
+        "global_rank": 0,
+        "bytes": len(manifest),
+        "start_mono": start,
+        "marks_mono": [("commit", end)],
+        "latencies": {op: [stamps[i + 1] - stamps[i]] for i, op in enumerate(COMMIT_OPS)},
+        "extra": {"files": 1, "io": "os" if use_os else "fsspec"},
+    }
+
+
+def list_task(ctx: RankContext, *, fs: FsSpec, directory: str, io: str = "auto") -> dict[str, Any]:
+    """Rank task: list ``directory`` once, as a restore's coordinator does; returns the names."""
+    use_os = _use_os(fs, io)
+    filesystem = None if use_os else fs.filesystem()
+    start = ctx.start()
+    t0 = time.perf_counter()
+    if use_os:
+        names = os.listdir(directory)
+    else:
+        assert filesystem is not None
+        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in filesystem.ls(directory, detail=False)]
+    t1 = time.perf_counter()
+    end = time.monotonic()
+    return {
+        "local_rank": ctx.local_rank,
+        "global_rank": 0,
+        "bytes": 0,
+        "start_mono": start,
+        "marks_mono": [("list", end)],
+        "latencies": {"list": [t1 - t0]},
+        "extra": {"files": 1, "names": sorted(names)},
+    }
+
+
+def _timed_each(
+    ctx: RankContext, paths: list[str], op: Callable[[str], Any]
+) -> tuple[float, np.ndarray, list[Any], float]:
+    """Apply ``op`` to each path from the common start, reading the clock after each call.
+
+    Returns (start_mono, per-call latencies in seconds, op's results, end_mono). The loop does
+    nothing else, so each latency is the operation's own, plus one clock read.
+    """
+    clock = time.perf_counter
+    stamps = np.empty(len(paths) + 1, dtype=np.float64)
+    results: list[Any] = [None] * len(paths)
+    start = ctx.start()
+    stamps[0] = clock()
+    for n, path in enumerate(paths):
+        results[n] = op(path)
+        stamps[n + 1] = clock()
+    return start, np.diff(stamps), results, time.monotonic()
+
+
+def _per_file_record(
+    ctx: RankContext,
+    op: str,
+    timed: tuple[float, np.ndarray, list[Any], float],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """A per-file phase's rank record: one mark, every call's latency."""
+    start, latencies, _, end = timed
+    return {
+        "local_rank": ctx.local_rank,
+        "global_rank": -1,
+        "bytes": 0,
+        "start_mono": start,
+        "marks_mono": [(op, end)],
+        "latencies": {op: latencies},
+        "extra": {"files": len(latencies), **extra},
+    }
+
+
+def stat_task(
+    ctx: RankContext, *, fs: FsSpec, paths: list[str], io: str = "auto"
+) -> dict[str, Any]:
+    """Rank task: stat each of ``paths`` from the common start; returns their sizes."""
+    if _use_os(fs, io):
+        timed = _timed_each(ctx, paths, os.stat)
+        sizes = [result.st_size for result in timed[2]]
+    else:
+        timed = _timed_each(ctx, paths, fs.filesystem().info)
+        sizes = [result["size"] for result in timed[2]]
+    return _per_file_record(ctx, "stat", timed, {"sizes": np.asarray(sizes, dtype=np.int64)})
+
+
+def unlink_task(
+    ctx: RankContext, *, fs: FsSpec, paths: list[str], io: str = "auto"
+) -> dict[str, Any]:
+    """Rank task: remove each of ``paths`` from the common start (the retention delete storm)."""
+    op = os.unlink if _use_os(fs, io) else fs.filesystem().rm_file
+    return _per_file_record(ctx, "unlink", _timed_each(ctx, paths, op), {})
+
+
+# --- results and drivers ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of the storm over every rank: its span, its rate, its per-op latencies."""
+
+    name: str
+    ops: int
+    """Files handled (each file is one create+write+fsync+close, one stat, one unlink)."""
+    burst: BurstResult
+    raw_s: dict[str, np.ndarray]
+    """Every operation's latency in seconds, by operation, over every rank."""
+
+    @property
+    def latencies(self) -> dict[str, LatencySummary]:
+        return {op: summarize(values) for op, values in self.raw_s.items()}
+
+    @property
+    def span_s(self) -> float:
+        """Common start to the last rank's end."""
+        return self.burst.span_s
+
+    @property
+    def rate_per_s(self) -> float:
+        """Files per second over the common span."""
+        return per_second(self.ops, self.span_s)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ops": self.ops,
+            "ranks": len(self.burst.ranks),
+            "span_s": self.span_s,
+            "rate_per_s": self.rate_per_s,
+            "latency_s": {op: s.to_json() for op, s in self.latencies.items()},
+        }
+
+
+def combine_phases(phases: Sequence[Phase]) -> Phase:
+    """One phase from every node's part of it (the nodes started together)."""
+    first = phases[0]
+    burst = merge_nodes(first.burst.kind, [p.burst for p in phases])
+    raw = {op: np.concatenate([p.raw_s[op] for p in phases]) for op in first.raw_s}
+    return Phase(first.name, sum(p.ops for p in phases), burst, raw)
+
+
+def _phase(name: str, ops: int, results: list[dict[str, Any]]) -> Phase:
+    kinds = list(results[0]["latencies"])
+    raw = {
+        op: np.concatenate([np.asarray(r["latencies"][op], dtype=np.float64) for r in results])
+        for op in kinds
+    }
+    slim = []
+    for result in results:
+        extra = {k: v for k, v in result.get("extra", {}).items() if k not in ("sizes", "names")}
+        slim.append({**{k: v for k, v in result.items() if k != "latencies"}, "extra": extra})
+    return Phase(name, ops, BurstResult(f"metadata-{name}", tuple(records_from_results(slim))), raw)
+
+
+@dataclass(frozen=True)
+class StormResult:
+    """A checkpoint's metadata storm: the per-file create phase and the commit."""
+
+    directory: str
+    files: tuple[str, ...]
+    """The shard files created (not ``.metadata``)."""
+    metadata_path: str | None
+    """``.metadata`` after the commit, or None where the storm ran without one."""
+    io: str
+    create: Phase
+    commit: Phase | None
+
+    @property
+    def span_s(self) -> float:
+        """Create phase plus commit: the time from the common start to a committed checkpoint.
+
+        The gap between the two (the parent gathering results) is not counted: a framework's
+        barrier between its ranks' writes and the coordinator's commit costs far less.
+        """
+        return self.create.span_s + (self.commit.span_s if self.commit else 0.0)
+
+    @property
+    def committed_files(self) -> int:
+        return len(self.files) + (1 if self.commit else 0)
+
+    @property
+    def create_close_rate_per_s(self) -> float:
+        """Files per second of the create phase alone (fio filecreate's figure)."""
+        return self.create.rate_per_s
+
+    @property
+    def checkpoint_rate_per_s(self) -> float:
+        """Files (shards and ``.metadata``) per second from the start to the commit."""
+        return per_second(self.committed_files, self.span_s)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "directory": self.directory,
+            "files": len(self.files),
+            "io": self.io,
+            "span_s": self.span_s,
+            "checkpoint_rate_per_s": self.checkpoint_rate_per_s,
+            "create": self.create.to_json(),
+            "commit": self.commit.to_json() if self.commit else None,
+        }
+
+
+def manifest_bytes(files: Sequence[StormFile], write_bytes: int) -> bytes:
+    """The global ``.metadata``: which rank's file holds what (DCP pickles the same facts)."""
+    entries = [
+        {
+            "file": f.path.rsplit("/", 1)[-1],
+            "rank": f.global_rank,
+            "index": f.index,
+            "bytes": write_bytes,
+        }
+        for f in files
+    ]
+    return json.dumps({"version": 1, "files": entries}, separators=(",", ":")).encode()
+
+
+def run_metadata_storm(
+    pool: RankPool,
+    fs: FsSpec,
+    directory: str,
+    files: Sequence[StormFile],
+    timeout_s: float,
+    *,
+    run_id: int,
+    write_bytes: int = WRITE_BYTES,
+    fsync: bool = True,
+    commit: bool = True,
+    io: str = "auto",
+    before_start: StartHook | None = None,
+) -> StormResult:
+    """Create ``files`` (spread over the pool's ranks) from a common start, then commit.
+
+    The caller registers every path (``files``, and ``metadata_paths(directory)`` when
+    committing) with the target first. ``write_bytes=0, fsync=False, commit=False`` is a pure
+    create+close storm, fio's ``ioengine=filecreate``.
+    """
+    if not files:
+        raise ValueError("a metadata storm needs at least one file")
+    chunks = split(list(files), pool.ranks)
+    kwargs = [
+        {
+            "fs": fs,
+            "files": c,
+            "run_id": run_id,
+            "write_bytes": write_bytes,
+            "fsync": fsync,
+            "io": io,
+        }
+        for c in chunks
+    ]
+    labels = [f"local rank {i} ({len(c)} files from {c[0].path})" for i, c in enumerate(chunks)]
+    results = pool.run(create_task, kwargs, timeout_s, before_start, labels)
+    used = results[0]["extra"]["io"]
+    create = _phase("create", len(files), results)
+    committed = None
+    if commit:
+        committed = run_commit(
+            pool,
+            fs,
+            directory,
+            files,
+            timeout_s,
+            write_bytes=write_bytes,
+            io=io,
+            before_start=before_start,
+        )
+    metadata_path = metadata_paths(directory)[1] if commit else None
+    return StormResult(
+        directory, tuple(f.path for f in files), metadata_path, used, create, committed
+    )
+
+
+def run_commit(
+    pool: RankPool,
+    fs: FsSpec,
+    directory: str,
+    files: Sequence[StormFile],
+    timeout_s: float,
+    *,
+    write_bytes: int = WRITE_BYTES,
+    io: str = "auto",
+    before_start: StartHook | None = None,
+) -> Phase:
+    """The coordinator's commit once every rank's files are closed: ``.metadata.tmp`` written,
+    fsynced, closed, renamed to ``.metadata``, directory synced (one rank of the pool)."""
+    manifest = manifest_bytes(files, write_bytes)
+    results = pool.run(
+        commit_task,
+        [{"fs": fs, "directory": directory, "manifest": manifest, "io": io}],
+        timeout_s,
+        before_start,
+        [f"local rank 0 (commit of {directory})"],
+    )
+    return _phase("commit", 1, results)
+
+
+@dataclass(frozen=True)
+class RestoreListing:
+    """What a restore does first: one listing of the directory, then a stat of every file."""
+
+    names: tuple[str, ...]
+    sizes: dict[str, int]
+    list: Phase
+    stat: Phase
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "entries": len(self.names),
+            "list": self.list.to_json(),
+            "stat": self.stat.to_json(),
+        }
+
+
+def run_restore_listing(
+    pool: RankPool,
+    fs: FsSpec,
+    directory: str,
+    timeout_s: float,
+    *,
+    io: str = "auto",
+    part: tuple[int, int] = (0, 1),
+    before_start: StartHook | None = None,
+) -> RestoreListing:
+    """List ``directory`` on one rank, then stat every entry, split over the pool's ranks.
+
+    ``part=(index, count)``: with many nodes, this node stats only its share of the entries.
+    """
+    listed = pool.run(
+        list_task,
+        [{"fs": fs, "directory": directory, "io": io}],
+        timeout_s,
+        before_start,
+        [f"local rank 0 (listing {directory})"],
+    )
+    names = tuple(listed[0]["extra"]["names"])
+    list_phase = _phase("list", 1, listed)
+    if not names:
+        raise ValueError(f"restore listing: {directory} is empty")
+    index, count = part
+    shares = split(list(names), count)
+    paths = [_join(directory, name) for name in (shares[index] if index < len(shares) else [])]
+    chunks = split(paths, pool.ranks)
+    results = pool.run(
+        stat_task,
+        [{"fs": fs, "paths": c, "io": io} for c in chunks],
+        timeout_s,
+        before_start,
+        [f"local rank {i} (stat of {len(c)} files)" for i, c in enumerate(chunks)],
+    )
+    sizes: dict[str, int] = {}
+    for chunk, result in zip(chunks, results, strict=True):
+        sizes.update(
+            (p.rsplit("/", 1)[-1], int(s))
+            for p, s in zip(chunk, result["extra"]["sizes"], strict=True)
+        )
+    return RestoreListing(names, sizes, list_phase, _phase("stat", len(paths), results))
+
+
+def run_delete_storm(
+    pool: RankPool,
+    fs: FsSpec,
+    paths: Sequence[str],
+    timeout_s: float,
+    *,
+    io: str = "auto",
+    before_start: StartHook | None = None,
+) -> Phase:
+    """Unlink ``paths`` (one checkpoint's files), split over the pool's ranks, from a start.
+
+    The caller removes the paths from the target's registry afterwards (they are gone).
+    """
+    if not paths:
+        raise ValueError("a delete storm needs at least one file")
+    chunks = split(list(paths), pool.ranks)
+    results = pool.run(
+        unlink_task,
+        [{"fs": fs, "paths": c, "io": io} for c in chunks],
+        timeout_s,
+        before_start,
+        [f"local rank {i} (unlink of {len(c)} files)" for i, c in enumerate(chunks)],
+    )
+    return _phase("unlink", len(paths), results)

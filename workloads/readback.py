@@ -1,0 +1,331 @@
+"""Restart readback that the client cache cannot serve (checklist item 7; IOR -F -C).
+
+After a failure every rank loads its state at once and the job idles until the slowest rank
+has it. Each local rank here reads a shard that another rank wrote: local rank ``i`` reads the
+shard of local rank ``(i + shift) mod n``, IOR's ``-C`` ("reorder tasks") that shifts readers
+so no task reads what it wrote itself. On one node ``shift=1``; the MPI layer passes the
+node's rank count, so each node reads another node's files.
+
+Before the common start every rank drops its file's pages (fsync, then fadvise DONTNEED;
+``ckptgate.storage.pagecache``) and measures the file's residency; a read whose data was resident is
+cache-served, and the requirement does not count it, except on a memory-backed target (tmpfs),
+where the cache is the storage and the report names it so. With ``direct`` the read uses
+O_DIRECT where the filesystem allows it and says why where it does not.
+
+Every byte read is checked against what the writer stamped (``ckptgate.engine.datagen``); a mismatch
+raises ``DataMismatch`` naming the file and the offset. Verification runs in the read loop,
+after each transfer and before the next, so the read phase includes it; each rank reports the
+part it took as ``verify_s`` in ``extra`` (one hashing pass over the data at memory speed:
+about a fifth of the time of a read from tmpfs, little beside a read from a disk). Readback is
+read-only: files are opened ``O_RDONLY`` and never removed here.
+
+Memory per rank: the stamper's buffer (``fill``'s expected bytes, hashed once per length and
+compared with in place off the grid) and one aligned read buffer, each one transfer.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+import numpy as np
+from ckptgate.engine.datagen import BlockStamper, DataMismatch
+from ckptgate.engine.pool import RankContext, RankPool, StartHook
+from ckptgate.engine.records import BurstResult, records_from_results
+from ckptgate.storage import pagecache
+from ckptgate.storage.fsio import FsSpec, file_descriptor
+from ckptgate.storage.target import MEMORY_BACKED_FS_TYPES, local_fs_facts
+from ckptgate.workloads.write_burst import ShardFile, peak_rss_bytes
+
+CACHE_SERVED_FRACTION = 0.01
+"""A file counts as cache-served when more than this fraction of its pages was resident before
+the read. Not zero: the kernel may keep a page or two (readahead at the tail, a page another
+mapping holds), and those do not change a read's time; one percent does not either."""
+
+
+class RangeReader:
+    """Reads ``[offset, offset + length)`` of one file in transfer-size chunks and verifies it.
+
+    A local target is read through a descriptor (so the page cache can be bypassed with
+    O_DIRECT); any other fsspec target through its file object's ``readinto``.
+    """
+
+    def __init__(self, fs: FsSpec, shard: ShardFile, direct: bool) -> None:
+        self.fs = fs
+        self.shard = shard
+        self.stamper = BlockStamper(shard.stamp, shard.transfer_bytes)
+        self.step = self.stamper.step_bytes
+        self.buffer = pagecache.aligned_buffer(self.step)
+        self.view = memoryview(self.buffer)
+        self.array = np.frombuffer(self.buffer, dtype=np.uint8)
+        self.want_direct = direct
+        self.verify_s = 0.0
+        """Time spent verifying, inside ``read_verify`` (so inside the caller's read phase)."""
+        self.opened: pagecache.OpenedFile | None = None
+        self.handle: IO[bytes] | None = None
+
+    @property
+    def direct(self) -> bool:
+        return bool(self.opened and self.opened.direct)
+
+    @property
+    def direct_refused(self) -> str | None:
+        return self.opened.refused if self.opened else None
+
+    def open(self) -> None:
+        if self.fs.is_local:
+            self.opened = pagecache.open_read(self.shard.path, self.want_direct)
+        else:
+            # fsspec's own read-ahead cache would serve reads from memory: turn it off
+            self.handle = self.fs.filesystem().open(self.shard.path, "rb", cache_type="none")
+            descriptor = file_descriptor(self.handle)
+            refused = "not a local file: no O_DIRECT" if self.want_direct else None
+            self.opened = pagecache.OpenedFile(descriptor or -1, False, refused)
+
+    def _read(self, offset: int, length: int) -> int:
+        """Read ``length`` bytes at ``offset`` into the buffer; returns the bytes read."""
+        if self.handle is None:
+            assert self.opened is not None
+            return pagecache.read_into(
+                self.opened.fd, self.view[:length], offset, direct=self.opened.direct
+            )
+        self.handle.seek(offset)
+        done = 0
+        while done < length:
+            count = self.handle.readinto(self.view[done:length])  # type: ignore[attr-defined]
+            if not count:
+                break
+            done += count
+        return done
+
+    def read_verify(self, offset: int, length: int) -> int:
+        """Read and verify the range; chunks after the first lie on the transfer grid."""
+        position, end = offset, offset + length
+        align = pagecache.DIRECT_ALIGN_BYTES
+        while position < end:
+            take = min(self.step - position % self.step, end - position)
+            if self.direct and (position % align or take % align):
+                # O_DIRECT wants aligned offsets and lengths: read the aligned blocks around
+                # the range (only a file's tail or a resharded slice's edge gets here)
+                start = position - position % align
+                span = -(-(position + take - start) // align) * align
+                got = self._read(start, span)
+                skip = position - start
+                data = self.array[skip : max(skip, min(got, skip + take))]
+            else:
+                got = self._read(position, take)
+                data = self.array[: min(got, take)]
+            if len(data) < take:
+                raise DataMismatch(
+                    f"{self.shard.path}: file ends at offset {position + len(data)}, "
+                    f"rank {self.shard.global_rank} wrote {self.shard.bytes} bytes"
+                )
+            verify_start = time.monotonic()
+            self.stamper.verify(data, position, self.shard.path)
+            self.verify_s += time.monotonic() - verify_start
+            position += take
+        return length
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+        elif self.opened is not None:
+            os.close(self.opened.fd)
+        self.opened = None
+
+
+def prepare_file(fs: FsSpec, path: str, drop_cache: bool) -> dict[str, Any]:
+    """Drop ``path``'s pages and measure its residency before and after (local targets only).
+
+    Returns ``resident_before_drop`` and ``resident_fraction`` (None where there is no page
+    cache of this node to measure: an object store).
+    """
+    if not fs.is_local:
+        return {"resident_before_drop": None, "resident_fraction": None, "dropped": False}
+    before = pagecache.resident_fraction(path)
+    if drop_cache:
+        pagecache.drop_pages(path)
+    return {
+        "resident_before_drop": before,
+        "resident_fraction": pagecache.resident_fraction(path),
+        "dropped": drop_cache,
+    }
+
+
+def read_shard_task(
+    ctx: RankContext,
+    *,
+    fs: FsSpec,
+    shard: ShardFile,
+    written_by: int,
+    direct: bool = False,
+    drop_cache: bool = True,
+) -> dict[str, Any]:
+    """Rank task: read and verify another rank's whole shard from the common start.
+
+    The drop and the residency measurement happen before the barrier, so they cost no read
+    time and nothing can bring the pages back between them and the read but the read itself.
+    """
+    reader = RangeReader(fs, shard, direct)
+    cache = prepare_file(fs, shard.path, drop_cache)
+    start = ctx.start()
+    reader.open()
+    opened = time.monotonic()
+    try:
+        read = reader.read_verify(0, shard.bytes)
+        done = time.monotonic()
+        direct_used, refused = reader.direct, reader.direct_refused
+    finally:
+        reader.close()
+    closed = time.monotonic()
+    return {
+        "local_rank": ctx.local_rank,
+        "global_rank": shard.global_rank,
+        "bytes": read,
+        "start_mono": start,
+        "marks_mono": [("open", opened), ("read", done), ("close", closed)],
+        "extra": {
+            "path": shard.path,
+            "written_by_local_rank": written_by,
+            **cache,
+            "direct": direct_used,
+            "direct_refused": refused,
+            "verify_s": reader.verify_s,
+            "peak_rss_bytes": peak_rss_bytes(),
+        },
+    }
+
+
+def memory_backed(fs: FsSpec, path: str) -> bool:
+    """Whether ``path`` lives in memory (tmpfs, ramfs, fsspec's memory filesystem)."""
+    if fs.is_local:
+        return local_fs_facts(os.path.dirname(path) or ".").memory_backed
+    return fs.protocol in MEMORY_BACKED_FS_TYPES
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """One readback (or resharded restore) burst, with what the page cache did to it."""
+
+    burst: BurstResult
+    resident_fraction: float | None
+    """Byte-weighted page-cache residency of the files right before reading, 0..1 (None where
+    the target has no page cache on this node to measure)."""
+    resident_before_drop: float | None
+    """The same, before the pages were dropped: what a naive readback would have read."""
+    memory_backed: bool
+    direct: bool
+    """True when every file was read with O_DIRECT."""
+    direct_refused: str | None
+    cache_served: tuple[str, ...]
+    """Files whose data was resident when the read began (empty on a memory-backed target:
+    there the cache is the storage)."""
+
+    @property
+    def cache_free(self) -> bool:
+        """True when no byte could have come from this node's page cache instead of storage."""
+        return not self.cache_served
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.burst.to_json(),
+            "resident_fraction": self.resident_fraction,
+            "resident_before_drop": self.resident_before_drop,
+            "memory_backed": self.memory_backed,
+            "direct": self.direct,
+            "direct_refused": self.direct_refused,
+            "cache_served": list(self.cache_served),
+        }
+
+
+def _weighted(records: Sequence[tuple[int, float | None]]) -> float | None:
+    known = [(b, f) for b, f in records if f is not None]
+    total = sum(b for b, _ in known)
+    if not known:
+        return None
+    return sum(b * f for b, f in known) / total if total else 0.0
+
+
+def file_records(burst: BurstResult) -> list[dict[str, Any]]:
+    """One ``{path, bytes, resident_*, direct*}`` per file read: a readback rank's own record,
+    or each of the files a resharded rank's ranges touched (``extra["files"]``)."""
+    files: list[dict[str, Any]] = []
+    for record in burst.ranks:
+        if "files" in record.extra:
+            files.extend(record.extra["files"])
+        else:
+            files.append({"bytes": record.bytes, **record.extra})
+    return files
+
+
+def summarize(burst: BurstResult, backed: bool) -> ReadResult:
+    """A ``ReadResult`` from a read burst's records (one node's, or every node's gathered)."""
+    files = file_records(burst)
+    fraction = _weighted([(f["bytes"], f["resident_fraction"]) for f in files])
+    before = _weighted([(f["bytes"], f["resident_before_drop"]) for f in files])
+    served = tuple(
+        dict.fromkeys(
+            f["path"]
+            for f in files
+            if not backed and (f["resident_fraction"] or 0.0) > CACHE_SERVED_FRACTION
+        )
+    )
+    refused = next((f["direct_refused"] for f in files if f.get("direct_refused")), None)
+    return ReadResult(
+        burst=burst,
+        resident_fraction=fraction,
+        resident_before_drop=before,
+        memory_backed=backed,
+        direct=bool(files) and all(f["direct"] for f in files),
+        direct_refused=refused,
+        cache_served=served,
+    )
+
+
+def readback_assignment(count: int, shift: int) -> list[int]:
+    """Which shard each local rank reads: rank ``i`` reads shard ``(i + shift) mod count``."""
+    return [(i + shift) % count for i in range(count)]
+
+
+def run_readback(
+    pool: RankPool,
+    fs_spec: FsSpec,
+    shards: Sequence[ShardFile],
+    timeout_s: float,
+    *,
+    shift: int = 1,
+    direct: bool = False,
+    drop_cache: bool = True,
+    before_start: StartHook | None = None,
+) -> ReadResult:
+    """Read back ``shards`` (one per local rank, as written), each by another rank.
+
+    Local rank ``i`` reads ``shards[(i + shift) % len(shards)]`` (IOR -C). Records are by
+    reader, with ``global_rank`` the rank whose state is restored and ``extra`` holding the
+    path, the writer's local rank and the page-cache figures. ``before_start`` is the engine's
+    start hook (the MPI layer's start across nodes, as the write burst uses it).
+    """
+    if not shards:
+        raise ValueError("readback needs at least one shard")
+    order = readback_assignment(len(shards), shift)
+    kwargs = [
+        {
+            "fs": fs_spec,
+            "shard": shards[j],
+            "written_by": j,
+            "direct": direct,
+            "drop_cache": drop_cache,
+        }
+        for j in order
+    ]
+    labels = [
+        f"rank {i} reading global rank {shards[j].global_rank} ({shards[j].path})"
+        for i, j in enumerate(order)
+    ]
+    results = pool.run(read_shard_task, kwargs, timeout_s, before_start, labels)
+    burst = BurstResult("read", tuple(records_from_results(results)))
+    return summarize(burst, memory_backed(fs_spec, shards[0].path))
