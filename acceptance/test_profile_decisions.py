@@ -1,168 +1,26 @@
 """Checklist items 2, 3 and 4: the profile's own decisions, checked against each other and
-against the measured write bandwidth.
-
-- interval from the failure rate: the chosen interval's lost work, Young's optimum for the
-  stall budget, and the goodput loss (lost work + stall); gated where the profile states a
-  ``checkpoint.goodput_budget``.
-- stall budget written down: a sync save must hold the largest shard (uncapped) at the
-  per-rank write bandwidth measured in the write rounds; in async mode it is what a sync save
-  would cost, reported.
-- sync vs async decided: an async save must persist the largest shard within interval /
-  headroom at the same bandwidth; a sync profile reports what a sync save costs of the
-  wall clock against its overhead budget.
-
-The per-rank bandwidth is that of the rank playing the largest shard, in the slowest round:
-bytes / its own open-to-close time. Projecting it to the uncapped shard assumes the rate holds
-for a larger file, which a run without ``run.shard_bytes_cap`` shows.
-"""
+against the measured write bandwidth."""
 
 from __future__ import annotations
 
-from ckptgate.engine.records import RankRecord, per_second
-from ckptgate.report.gate import GateReport, Item, judge
-from ckptgate.sizing import Profile, Sizing, format_bytes, format_rate, format_seconds
-from ckptgate.workloads.campaign import WriteCampaign
-
-
-def _largest_rank(campaign: WriteCampaign) -> RankRecord:
-    """The record of the rank that writes the largest shard, in the slowest round."""
-    worst = campaign.worst()
-    plan = campaign.plan
-    largest = max(
-        zip(plan.global_ranks, plan.uncapped_shard_bytes, strict=True), key=lambda gb: gb[1]
-    )[0]
-    mine = [r for r in worst.ranks if r.global_rank == largest]
-    return mine[0] if mine else min(worst.ranks, key=lambda r: r.bytes / max(r.total_s, 1e-12))
-
-
-def _per_rank(campaign: WriteCampaign) -> tuple[float, float, str]:
-    """Measured per-rank bandwidth, the time the largest shard takes at it, and the words."""
-    record = _largest_rank(campaign)
-    bandwidth = per_second(record.bytes, record.total_s)
-    largest = campaign.sizing.largest_shard_bytes
-    needed_s = largest / bandwidth
-    words = (
-        f"largest shard {format_bytes(largest)} at {format_rate(bandwidth)} per rank "
-        f"(global rank {record.global_rank}: {format_bytes(record.bytes)} in "
-        f"{format_seconds(record.total_s)}, slowest of {len(campaign.rounds())} rounds)"
-    )
-    if campaign.plan.capped:
-        words += "; shards capped for a trial run: projected to the uncapped shard"
-    return bandwidth, needed_s, words
+from ckptgate.checks import decisions
+from ckptgate.checks.write import WriteCampaign
+from ckptgate.fixtures.provided import Gate
+from ckptgate.sizing import Profile, Sizing
 
 
 def test_interval_from_failure_rate(
-    cluster_profile: Profile, requirements: Sizing, gate: GateReport
+    cluster_profile: Profile, requirements: Sizing, gate: Gate
 ) -> None:
     """Checklist 2: lost work at the chosen interval, Young's optimum, the goodput budget."""
-    s = requirements
-    checkpoint = cluster_profile.checkpoint
-    young_ratio = s.interval_s / s.optimal_interval_s
-    stall_fraction = s.stall_budget_s / s.interval_s
-    detail = (
-        f"{cluster_profile.name}: MTBF {format_seconds(s.mtbf_s)}; interval "
-        f"{format_seconds(s.interval_s)} loses {s.lost_work_fraction * 100:.3g} % to failures "
-        f"({s.requirements['lost_work_fraction'].formula}) and {stall_fraction * 100:.3g} % to "
-        f"stalls (stall budget {format_seconds(s.stall_budget_s)}); Young's optimum "
-        f"{format_seconds(s.optimal_interval_s)} ({s.requirements['optimal_interval_s'].formula})"
-        f", the chosen interval is {young_ratio:.3g}x it"
-    )
-    if checkpoint.goodput_budget is None:
-        item = Item(
-            id="interval-from-failure-rate",
-            title="interval from failure rate",
-            required=None,
-            measured=s.goodput_loss_fraction,
-            unit="fraction",
-            passed=None,
-            better="lower",
-            detail=detail + "; checkpoint.goodput_budget not stated: reported, not gated",
-        )
-    else:
-        item = judge(
-            id="interval-from-failure-rate",
-            title="interval from failure rate",
-            measured=s.goodput_loss_fraction,
-            required=checkpoint.goodput_budget,
-            unit="fraction",
-            better="lower",
-            detail=f"{detail}; lost work + stall against checkpoint.goodput_budget",
-        )
-    gate.record(item)
-    assert item.passed is not False, item.message
+    gate.check(decisions.interval_from_failure_rate(cluster_profile, requirements))
 
 
-def test_stall_budget(
-    campaign: WriteCampaign, cluster_profile: Profile, requirements: Sizing, gate: GateReport
-) -> None:
+def test_stall_budget(campaign: WriteCampaign, gate: Gate) -> None:
     """Checklist 3: the stall budget can hold the largest shard at the measured bandwidth."""
-    _, needed_s, words = _per_rank(campaign)
-    budget = requirements.requirements["stall_budget_s"]
-    item = judge(
-        id="stall-budget",
-        title="stall budget holds the largest shard",
-        measured=needed_s,
-        required=requirements.stall_budget_s,
-        unit="s",
-        better="lower",
-        detail=f"{cluster_profile.name}: {budget.formula}; {words}",
-        scope=campaign.plan.scope(),
-    )
-    if cluster_profile.checkpoint.mode == "async":
-        item.passed = None
-        item.detail += (
-            "; async profile: the blocking stall is the copy to host memory; reported as "
-            "what a sync save would stall"
-        )
-    gate.record(item)
-    assert item.passed is not False, item.message
+    gate.check(decisions.stall_budget(campaign))
 
 
-def test_sync_vs_async(
-    campaign: WriteCampaign, cluster_profile: Profile, requirements: Sizing, gate: GateReport
-) -> None:
+def test_sync_vs_async(campaign: WriteCampaign, gate: Gate) -> None:
     """Checklist 4: the chosen mode is consistent with the measured per-rank bandwidth."""
-    checkpoint = cluster_profile.checkpoint
-    _, needed_s, words = _per_rank(campaign)
-    sync_cost = needed_s / checkpoint.interval_s
-    cost_words = (
-        f"a sync save would stall {format_seconds(needed_s)} per "
-        f"{format_seconds(checkpoint.interval_s)} interval, {sync_cost * 100:.3g} % of wall "
-        "clock against the "
-        f"{checkpoint.overhead_budget * 100:.3g} % overhead budget"
-    )
-    if checkpoint.mode == "async":
-        window_s = checkpoint.interval_s / checkpoint.async_headroom
-        item = judge(
-            id="sync-vs-async",
-            title="async persist window holds the largest shard",
-            measured=needed_s,
-            required=window_s,
-            unit="s",
-            better="lower",
-            detail=f"{cluster_profile.name}: async, persist window "
-            f"{format_seconds(checkpoint.interval_s)} / {checkpoint.async_headroom:g} headroom; "
-            f"{words}; {cost_words}; host staging "
-            f"{format_bytes(requirements.staging_bytes_per_node)} per node",
-            scope=campaign.plan.scope(),
-        )
-    else:
-        item = Item(
-            id="sync-vs-async",
-            title="sync vs async",
-            required=checkpoint.overhead_budget,
-            measured=sync_cost,
-            unit="fraction",
-            passed=None,
-            better="lower",
-            detail=f"{cluster_profile.name}: sync; {cost_words}; {words}; "
-            + (
-                "async save would hide it"
-                if sync_cost > checkpoint.overhead_budget
-                else "sync fits its budget"
-            )
-            + " (the stall-budget item gates it)",
-            scope=campaign.plan.scope(),
-        )
-    gate.record(item)
-    assert item.passed is not False, item.message
+    gate.check(decisions.sync_vs_async(campaign))

@@ -1,60 +1,16 @@
-"""Checklist item 8: the retention tier sized: the target's capacity against the retained bytes.
-
-The hot tier keeps ``retention.count`` checkpoints, each with its protection overhead
-(``retained_bytes``). The whole cluster's retained checkpoints land on this one storage,
-whatever the scale of the run, so the requirement is the full figure. Free capacity is read
-(statvfs) when the session starts, before the run wrote anything. An object store reports no
-capacity: the item is reported, not gated.
-"""
+"""Checklist item 8: the retention tier sized: the target's capacity against the retained
+bytes of the full cluster (read when the session started, before the run wrote anything)."""
 
 from __future__ import annotations
 
-from ckptgate.report.gate import GateReport, Item, judge
-from ckptgate.sizing import Profile, Sizing, format_bytes
+from ckptgate.checks import retention
+from ckptgate.fixtures.provided import Gate
+from ckptgate.sizing import Profile, Sizing
 from ckptgate.storage.target import Target
 
 
 def test_retention_capacity(
-    target: Target, cluster_profile: Profile, requirements: Sizing, gate: GateReport
+    target: Target, cluster_profile: Profile, requirements: Sizing, gate: Gate
 ) -> None:
     """Free capacity on the target holds the retained checkpoints of the full cluster."""
-    facts = target.facts
-    retained = requirements.requirements["retained_bytes"]
-    offers = (
-        f"the target offers {format_bytes(facts.free_bytes)} free of "
-        f"{format_bytes(facts.total_bytes)} ({facts.fs_type} at {facts.mount_point})"
-        if facts.free_bytes is not None and facts.total_bytes is not None
-        else f"the target ({facts.fs_type}) reports no capacity"
-    )
-    detail = (
-        f"{cluster_profile.name}: the full cluster needs "
-        f"{format_bytes(requirements.retained_bytes)} retained ({retained.formula}); {offers}"
-    )
-    if facts.free_bytes is None:
-        item = Item(
-            id="retention-capacity",
-            title="retention tier capacity",
-            required=requirements.retained_bytes,
-            measured=None,
-            unit="B",
-            passed=None,
-            detail=detail + "; object stores grow on demand: check the quota with the provider",
-            scope="capacity is a property of the whole target, not of this run's scale",
-        )
-    else:
-        item = judge(
-            id="retention-capacity",
-            title="retention tier capacity",
-            measured=facts.free_bytes,
-            required=requirements.retained_bytes,
-            unit="B",
-            detail=detail,
-            scope="capacity is a property of the whole target, not of this run's scale",
-        )
-        if not item.passed and facts.total_bytes is not None:
-            short = requirements.retained_bytes - facts.free_bytes
-            item.detail += f"; short by {format_bytes(short)}"
-            if facts.total_bytes < requirements.retained_bytes:
-                item.detail += "; even the empty target could not hold it"
-    gate.record(item)
-    assert item.passed is not False, item.message
+    gate.check(retention.capacity(target, cluster_profile, requirements))

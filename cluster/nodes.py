@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from ckptgate.engine.pool import RankFailure, StartHook
+from ckptgate.engine.pool import RankFailure, StartGate, StartHook
 
 T = TypeVar("T")
 
@@ -168,6 +168,13 @@ def start_gate(nodes: Nodes, timeout_s: float, what: str) -> StartHook:
     return lambda ready: all(nodes.allgather(ready, timeout_s, what))
 
 
+def pool_gate(nodes: Nodes) -> StartGate | None:
+    """The rank pool's gate: every node's ranks start together, or none do (None: one node)."""
+    if nodes.count == 1:
+        return None
+    return lambda ready, timeout_s: all(nodes.allgather(ready, timeout_s, "the common start"))
+
+
 def run_everywhere(nodes: Nodes, timeout_s: float, what: str, step: Callable[[], T]) -> list[T]:
     """Run ``step`` on this node and gather every node's result, in node order.
 
@@ -196,9 +203,45 @@ def launched_under_mpi(environ: dict[str, str] | None = None) -> bool:
     return any(key in env for key in MPI_ENV_KEYS)
 
 
-def detect_nodes(mode: str = "auto") -> Nodes:
-    """``SingleNode`` unless launched under MPI (auto) or asked for (mpi)."""
-    if mode == "none" or (mode == "auto" and not launched_under_mpi()):
+LAUNCHER_SIZE_KEYS = ("SLURM_NTASKS", "SLURM_NPROCS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+"""Variables in which a launcher states how many tasks it started (Slurm sets the first two
+whether or not it gives the tasks PMI)."""
+
+
+def launcher_tasks(environ: dict[str, str] | None = None) -> int:
+    """How many tasks the launcher says it started (1 where none says)."""
+    env = os.environ if environ is None else environ
+    counts = [int(env[k]) for k in LAUNCHER_SIZE_KEYS if env.get(k, "").strip().isdigit()]
+    return max(counts, default=1)
+
+
+def _launch_mismatch(tasks: int, seen: int, mode: str) -> NodesUnavailable:
+    how = "--nodes one makes each task" if mode == "none" else f"MPI sees {seen}, so each is"
+    return NodesUnavailable(
+        f"the launcher started {tasks} tasks, but {how} a separate one-node run: every node "
+        "must take part in one run; with srun add --mpi=pmix (or --mpi=pmi2), with mpirun use "
+        "the MPI library that mpi4py was built against, or start a single task"
+    )
+
+
+def detect_nodes(mode: str = "auto", environ: dict[str, str] | None = None) -> Nodes:
+    """``SingleNode`` unless launched under MPI (auto) or asked for (mpi).
+
+    Refuses (``NodesUnavailable``) a launch that would make N separate one-node runs, each
+    green on its own: ``--nodes mpi`` outside an MPI launch, and a launcher that started N
+    tasks where MPI (or ``--nodes one``) sees one.
+    """
+    tasks = launcher_tasks(environ)
+    under_mpi = launched_under_mpi(environ)
+    if mode == "mpi" and not under_mpi:
+        raise NodesUnavailable(
+            "--nodes mpi, but no MPI launcher started this process (none of "
+            f"{', '.join(MPI_ENV_KEYS)} is set); launch with srun --mpi=pmix or mpirun, "
+            "or use --nodes auto"
+        )
+    if mode == "none" or (mode == "auto" and not under_mpi):
+        if tasks > 1:
+            raise _launch_mismatch(tasks, 1, mode)
         return SingleNode()
     try:
         from mpi4py import MPI
@@ -209,6 +252,8 @@ def detect_nodes(mode: str = "auto") -> Nodes:
         ) from None
     comm = MPI.COMM_WORLD
     if comm.Get_size() == 1:
+        if tasks > 1:
+            raise _launch_mismatch(tasks, 1, mode)
         return SingleNode()
     nodes = MpiNodes(comm)
     nodes.hosts = nodes.allgather(nodes.host, 120.0, "start-up")

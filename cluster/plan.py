@@ -27,6 +27,7 @@ class NodePlan:
     nodes: int
     cluster_nodes: int
     cluster_ranks: int
+    gpus_per_node: int
     global_ranks: tuple[int, ...]
     shard_bytes: tuple[int, ...]
     uncapped_shard_bytes: tuple[int, ...]
@@ -46,7 +47,9 @@ class NodePlan:
 
     @property
     def full_cluster(self) -> bool:
-        return self.nodes >= self.cluster_nodes
+        """Every global rank of the profile is played: every node, each with gpus_per_node
+        ranks (fewer ranks per node play a representative share, not the cluster)."""
+        return self.nodes >= self.cluster_nodes and self.ranks == self.gpus_per_node
 
     def scale(self) -> str:
         """The run's scale in words, for every failure message."""
@@ -87,6 +90,7 @@ def plan_node(
         nodes=nodes,
         cluster_nodes=profile.nodes,
         cluster_ranks=profile.cluster.gpus,
+        gpus_per_node=profile.cluster.gpus_per_node,
         global_ranks=chosen,
         shard_bytes=capped,
         uncapped_shard_bytes=uncapped,

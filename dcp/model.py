@@ -27,6 +27,7 @@ from dataclasses import astuple, dataclass, fields
 from typing import Any
 
 import torch
+
 from ckptgate.sizing import Architecture
 
 #: Bytes per parameter the suite knows, and what each adds.

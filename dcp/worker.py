@@ -125,9 +125,10 @@ def step_load(
     """``dcp.load`` onto the first ``ranks`` ranks with a layout ("rows" = Shard(0), "cols" =
     Shard(1) for 2-D tensors), then verify every tensor of this rank's blocks exactly."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import DeviceMesh
+
     from ckptgate.dcp import model as m
     from ckptgate.dcp.verify import verify_state
-    from torch.distributed.device_mesh import DeviceMesh
 
     ranks = ctx.world_size if ranks is None else ranks
     group = _group_of(ctx, ranks)
@@ -153,6 +154,7 @@ def step_single_load(ctx: RankContext, path: str) -> dict[str, Any]:
     """Load the whole checkpoint into one process (``no_dist=True``, plain full tensors) on
     rank 0, as an inference or conversion job would, and verify it."""
     import torch.distributed.checkpoint as dcp
+
     from ckptgate.dcp import model as m
     from ckptgate.dcp.verify import verify_state
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from ckptgate.sizing.architecture import count_parameters
 from ckptgate.sizing.units import (
     DAY_S,

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import fsspec
-from ckptgate.storage.fsio import FsSpec
 from fsspec import AbstractFileSystem
+
+from ckptgate.storage.fsio import FsSpec
 
 MEMORY_BACKED_FS_TYPES = frozenset({"tmpfs", "ramfs", "memory"})
 
@@ -36,6 +37,8 @@ class FsFacts:
     mount_point: str
     free_bytes: int | None
     total_bytes: int | None
+    read_only: bool = False
+    """Mounted read-only (statvfs ST_RDONLY): no room figure means anything then."""
 
     @property
     def memory_backed(self) -> bool:
@@ -64,6 +67,7 @@ def local_fs_facts(path: str) -> FsFacts:
         mount_point=mount_point,
         free_bytes=stats.f_bavail * stats.f_frsize,
         total_bytes=stats.f_blocks * stats.f_frsize,
+        read_only=bool(stats.f_flag & os.ST_RDONLY),
     )
 
 
@@ -115,6 +119,19 @@ class Target:
                 raise TargetError(f"--target {self.url}: is a file, not a directory")
             return local_fs_facts(self.root)
         return FsFacts(self.fs_spec.protocol, self.root, None, None)
+
+    def check_writable(self) -> None:
+        """Refuse a read-only or unwritable target as such (before the room is judged: a
+        read-only mount reports no free blocks, which is not the same as being full)."""
+        if not self.is_local:
+            return
+        if self.facts.read_only:
+            raise TargetError(
+                f"--target {self.url}: read-only ({self.facts.fs_type} at "
+                f"{self.facts.mount_point} is mounted read-only)"
+            )
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise TargetError(f"--target {self.url}: not writable by this user")
 
     def check_room(self, needed_bytes: int, what: str) -> None:
         """Refuse the run before it starts when the target lacks the room it needs."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from ckptgate.engine.pool import RankContext, RankPool, StartHook
 from ckptgate.engine.records import BurstResult, per_second, records_from_results
 from ckptgate.storage.fsio import FsSpec, file_descriptor

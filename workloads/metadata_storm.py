@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from ckptgate.engine.datagen import BLOCK_BYTES, BlockStamper, StampKey
 from ckptgate.engine.latency import LatencySummary, summarize
 from ckptgate.engine.pool import RankContext, RankPool, StartHook

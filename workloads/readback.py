@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
+
 from ckptgate.engine.datagen import BlockStamper, DataMismatch
 from ckptgate.engine.pool import RankContext, RankPool, StartHook
 from ckptgate.engine.records import BurstResult, records_from_results

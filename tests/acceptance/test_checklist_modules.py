@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from ckptgate.sizing import SHIPPED_PROFILES, derive, load_profile
 
 ROOT = Path(__file__).resolve().parents[2]

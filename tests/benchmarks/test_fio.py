@@ -9,9 +9,9 @@ import os
 import shutil
 
 import pytest
-from ckptgate.storage.target import Target
 
 from benchmarks import compare, fio
+from ckptgate.storage.target import Target
 
 MiB = 2**20
 

@@ -7,9 +7,10 @@ import zlib
 
 import numpy as np
 import pytest
-from ckptgate.engine.datagen import BLOCK_BYTES, BlockStamper, DataMismatch, StampKey
 from hypothesis import example, given
 from hypothesis import strategies as st
+
+from ckptgate.engine.datagen import BLOCK_BYTES, BlockStamper, DataMismatch, StampKey
 
 KEY = StampKey(run_id=123456789, global_rank=42)
 TRANSFER_BYTES = 64 * 1024

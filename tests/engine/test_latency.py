@@ -6,9 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from ckptgate.engine.latency import merge, percentile, summarize
 from hypothesis import example, given
 from hypothesis import strategies as st
+
+from ckptgate.engine.latency import merge, percentile, summarize
 
 latencies = st.lists(
     st.floats(min_value=0.0, max_value=10.0, allow_nan=False, allow_infinity=False),

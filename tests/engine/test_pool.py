@@ -6,8 +6,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from ckptgate.engine.pool import RankFailure, RankPool
 
+from ckptgate.engine.pool import RankFailure, RankPool
 from tests.engine import rank_tasks
 
 RANKS = 3

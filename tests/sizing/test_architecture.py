@@ -1,6 +1,7 @@
 """Parameter counts from a transformer shape (SPEC.md's rule) against Llama 3's published sizes."""
 
 import pytest
+
 from ckptgate.sizing.architecture import count_parameters, layer_parameters
 from ckptgate.sizing.profile import Architecture
 

@@ -5,6 +5,9 @@ import dataclasses
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
 from ckptgate.sizing import SHIPPED_PROFILES, ProfileError, load_profile
 from ckptgate.sizing.profile import (
     Architecture,
@@ -14,8 +17,6 @@ from ckptgate.sizing.profile import (
     profile_to_dict,
 )
 from ckptgate.sizing.units import DAY_S, MB, MiB
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 
 SHIPPED = {name: load_profile(name) for name in SHIPPED_PROFILES}
 

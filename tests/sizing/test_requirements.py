@@ -5,6 +5,9 @@ import dataclasses
 import math
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from ckptgate.sizing import SHIPPED_PROFILES, Requirement, derive, load_profile
 from ckptgate.sizing.requirements import (
     first_order_waste,
@@ -13,8 +16,6 @@ from ckptgate.sizing.requirements import (
     sweep,
     young_interval_s,
 )
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 SHIPPED = {name: load_profile(name) for name in SHIPPED_PROFILES}
 REL = 1e-9  # float tolerance where the arithmetic is exact up to rounding

@@ -3,6 +3,9 @@
 import math
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
 from ckptgate.sizing.units import (
     DAY_S,
     GB,
@@ -27,8 +30,6 @@ from ckptgate.sizing.units import (
     parse_number,
     parse_seconds,
 )
-from hypothesis import example, given
-from hypothesis import strategies as st
 
 # Rounding to 3 significant digits moves a value by at most half a unit in the third digit,
 # i.e. by at most 0.5 % of it; parsing then rounds to the byte.

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from ckptgate.storage import pagecache
 from ckptgate.storage.target import local_fs_facts
 

@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
+
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.storage.target import Target, TargetError
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
-
 from tests.mounts import small_tmpfs
 
 MiB = 2**20

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.engine.records import BurstResult
 from ckptgate.storage.fsio import FsSpec

@@ -9,6 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from ckptgate.engine.datagen import BlockStamper, StampKey
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.storage.fsio import FsSpec
@@ -23,8 +26,6 @@ from ckptgate.workloads.metadata_storm import (
     storm_files,
 )
 from ckptgate.workloads.write_burst import shard_file_name
-from hypothesis import given
-from hypothesis import strategies as st
 
 RANKS = 3
 RUN_ID = 20261129

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.storage.fsio import FsSpec
 from ckptgate.storage.target import local_fs_facts

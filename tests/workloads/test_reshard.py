@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.storage.fsio import FsSpec
 from ckptgate.workloads.reshard import ReshardRange, default_new_ranks, plan_reshard, run_reshard
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
-from hypothesis import example, given
-from hypothesis import strategies as st
 
 FS = FsSpec("file")
 TRANSFER_BYTES = 64 * 1024

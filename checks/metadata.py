@@ -1,0 +1,296 @@
+"""Checklist item 6: the metadata rate: a checkpoint's create storm, its commit, a restore's
+listing, and the retention delete storm.
+
+A checkpoint is ``gpus x files_per_rank`` files in one directory plus the global ``.metadata``
+(PyTorch DCP). At full count by default, every global rank's files are made by this node's
+rank processes (``run.metadata_files`` sets fewer): create, a 4 KiB stamped write, fsync and
+close of each, then ``.metadata`` written and committed by a rename. Two checkpoints are
+made, as step after step; the restore's listing and stat pass reads the newer, and the
+retention delete storm removes the older while the newer stays.
+
+Requirements at this scale: the create window is the stall budget (sync) or interval /
+headroom (async), so the storm's rate must reach files per checkpoint / window
+(``create_rate_per_s``); the delete storm must finish within the checkpoint interval. When
+fewer files than the full checkpoint are made, the rate is projected linearly to the full
+count, which assumes the rate holds as the directory grows (only a full-count run shows it).
+With many nodes, the nodes split the files and start together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ckptgate.checks.context import CheckContext
+from ckptgate.cluster.nodes import run_everywhere
+from ckptgate.report.items import Item, judge
+from ckptgate.sizing import format_count, format_seconds
+from ckptgate.workloads.metadata_storm import (
+    METADATA_NAME,
+    Phase,
+    StormResult,
+    combine_phases,
+    metadata_paths,
+    run_commit,
+    run_delete_storm,
+    run_metadata_storm,
+    run_restore_listing,
+    split,
+    storm_files,
+)
+
+ROUNDS = 2
+"""Checkpoints made: the newer is listed and stat'ed, the older removed by the delete storm."""
+
+
+@dataclass
+class MetadataRun:
+    """The storm's rounds, the restore listing of the newer, the delete storm of the older."""
+
+    ctx: CheckContext
+    files: int
+    """Shard files per checkpoint made by the whole run (all nodes), without .metadata."""
+    rounds: list[StormResult]
+    listed_names: tuple[str, ...]
+    stat_sizes: dict[str, int]
+    listing: Phase
+    stat: Phase
+    delete: Phase
+    deleted: list[str]
+
+    def worst(self) -> StormResult:
+        """The slowest round: every checkpoint must commit within its window."""
+        return max(self.rounds, key=lambda r: r.span_s)
+
+    def whole(self) -> bool:
+        """The storm made exactly the files, and the commit left ``.metadata`` and no temp."""
+        names = {path.rsplit("/", 1)[-1] for path in self.rounds[-1].files}
+        return (
+            set(self.listed_names) == names | {METADATA_NAME}
+            and set(self.stat_sizes) == names | {METADATA_NAME}
+            and all(size > 0 for size in self.stat_sizes.values())
+        )
+
+    def section(self) -> dict[str, Any]:
+        """The report's ``metadata`` section."""
+        worst = self.worst()
+        commit = worst.commit.latencies if worst.commit else {}
+        return {
+            "files": self.files,
+            "files_per_checkpoint": self.ctx.sizing.files_per_checkpoint,
+            "rounds": [r.to_json() for r in self.rounds],
+            "statistic": "slowest round (every checkpoint must commit within its window)",
+            "create_rate_per_s": worst.create.rate_per_s,
+            "checkpoint_rate_per_s": worst.checkpoint_rate_per_s,
+            "stat_rate_per_s": self.stat.rate_per_s,
+            "unlink_rate_per_s": self.delete.rate_per_s,
+            "latency_s": {
+                **{op: s.to_json() for op, s in worst.create.latencies.items()},
+                **{f"commit_{op}": s.to_json() for op, s in commit.items()},
+                "list": self.listing.latencies["list"].to_json(),
+                "stat": self.stat.latencies["stat"].to_json(),
+                "unlink": self.delete.latencies["unlink"].to_json(),
+            },
+            "restore": {"list": self.listing.to_json(), "stat": self.stat.to_json()},
+            "delete": self.delete.to_json(),
+            "io": worst.io,
+        }
+
+
+def _storm_round(ctx: CheckContext, step: int, files: int) -> StormResult:
+    profile, nodes, target, pool = ctx.profile, ctx.nodes, ctx.target, ctx.pool
+    timeout_s = ctx.save_timeout_s
+    directory = target.new_dir("metadata", f"step-{step}")
+    planned = storm_files(directory, files, profile.checkpoint.files_per_rank)
+    shares = split(planned, nodes.count)
+    mine = shares[nodes.index] if nodes.index < len(shares) else []
+    target.register([f.path for f in mine])
+    if nodes.index == 0:
+        target.register(list(metadata_paths(directory)))
+    creates = run_everywhere(
+        nodes,
+        timeout_s,
+        f"the end of the metadata storm {step}",
+        lambda: run_metadata_storm(
+            pool, target.fs_spec, directory, mine, timeout_s, run_id=ctx.run_id, commit=False
+        ),
+    )
+    create = combine_phases([r.create for r in creates])
+    # The coordinator (node 0) commits once every node's files are closed; a failure there is
+    # exchanged like any other, so no node waits on a commit that will not come.
+    commit = run_everywhere(
+        nodes,
+        timeout_s,
+        f"the commit of storm {step}",
+        lambda: _commit(ctx, directory, planned) if nodes.index == 0 else None,
+    )[0]
+    return StormResult(
+        directory,
+        tuple(f.path for f in planned),
+        metadata_paths(directory)[1],
+        creates[0].io,
+        create,
+        commit,
+    )
+
+
+def _commit(ctx: CheckContext, directory: str, planned: list) -> Phase:
+    """The coordinator's commit: node 0 alone, so its ranks start without the nodes' gate."""
+    with ctx.pool.alone():
+        return run_commit(ctx.pool, ctx.target.fs_spec, directory, planned, ctx.save_timeout_s)
+
+
+def run_metadata(ctx: CheckContext) -> MetadataRun:
+    """The storms (two checkpoints), the restore listing of the newer, the delete storm of the
+    older; their files are the run's (registered; the session's cleanup removes what stays)."""
+    profile, nodes, target, pool = ctx.profile, ctx.nodes, ctx.target, ctx.pool
+    files = profile.run.metadata_files or profile.cluster.gpus * profile.checkpoint.files_per_rank
+    timeout_s = ctx.save_timeout_s
+    target.new_dir("metadata")
+    rounds = [_storm_round(ctx, step, files) for step in range(1, ROUNDS + 1)]
+    newer, older = rounds[-1], rounds[0]
+    listings = run_everywhere(
+        nodes,
+        timeout_s,
+        "the end of the restore listing",
+        lambda: run_restore_listing(
+            pool, target.fs_spec, newer.directory, timeout_s, part=(nodes.index, nodes.count)
+        ),
+    )
+    sizes: dict[str, int] = {}
+    for listing in listings:
+        sizes.update(listing.sizes)
+    older_paths = [*older.files, metadata_paths(older.directory)[1]]
+    # Each node deletes what it created (the same split as the storm; node 0 the .metadata).
+    shares = split(list(older.files), nodes.count)
+    mine = list(shares[nodes.index]) if nodes.index < len(shares) else []
+    if nodes.index == 0:
+        mine.append(metadata_paths(older.directory)[1])
+    delete_timeout_s = ctx.interval_timeout_s
+    deletes = run_everywhere(
+        nodes,
+        delete_timeout_s,
+        "the end of the delete storm",
+        lambda: run_delete_storm(pool, target.fs_spec, mine, delete_timeout_s),
+    )
+    target.forget_removed(mine)
+    return MetadataRun(
+        ctx=ctx,
+        files=files,
+        rounds=rounds,
+        listed_names=listings[0].names,
+        stat_sizes=sizes,
+        listing=combine_phases([listing.list for listing in listings]),
+        stat=combine_phases([listing.stat for listing in listings]),
+        delete=combine_phases(deletes),
+        deleted=older_paths,
+    )
+
+
+def _percentiles(phase: Phase, ops: tuple[str, ...]) -> str:
+    return ", ".join(
+        f"{op} p50 {format_seconds(s.p50_s)} p99 {format_seconds(s.p99_s)} max "
+        f"{format_seconds(s.max_s)}"
+        for op, s in phase.latencies.items()
+        if op in ops
+    )
+
+
+def _scale(run: MetadataRun) -> str:
+    full = run.ctx.sizing.files_per_checkpoint
+    made = run.files + 1
+    if made >= full:
+        words = f"{format_count(made)} files made, a checkpoint has {format_count(full)}"
+    else:
+        words = (
+            f"{format_count(made)} of {format_count(full)} files per checkpoint made "
+            "(run.metadata_files): projected linearly to the full count"
+        )
+    return f"{words}; {run.ctx.plan.scale()}"
+
+
+def _scope(run: MetadataRun) -> str:
+    if run.files + 1 >= run.ctx.sizing.files_per_checkpoint:
+        return (
+            "full file count made: the target's metadata service saw a whole checkpoint's "
+            "creates in one directory; clients on more nodes may push it harder"
+        )
+    return (
+        "fewer files than a checkpoint: proves the rate at this directory size; a full-count "
+        "run shows whether it holds as the directory grows"
+    )
+
+
+def create_rate(run: MetadataRun) -> Item:
+    """Checklist 6: files per second from the common start to the commit, against the window."""
+    ctx = run.ctx
+    sizing, profile = ctx.sizing, ctx.profile
+    worst = run.worst()
+    required = sizing.requirements["create_rate_per_s"]
+    window = (
+        f"stall budget {format_seconds(sizing.stall_budget_s)} (sync)"
+        if profile.checkpoint.mode == "sync"
+        else f"interval / headroom {format_seconds(sizing.create_window_s)} (async)"
+    )
+    projected_s = sizing.files_per_checkpoint / worst.checkpoint_rate_per_s
+    item = judge(
+        id="metadata-create-rate",
+        measured=worst.checkpoint_rate_per_s,
+        required=sizing.create_rate_per_s,
+        cluster_required=sizing.create_rate_per_s,
+        unit="1/s",
+        detail=(
+            f"{profile.name}: {required.formula}; the storm must fit the {window}; "
+            f"slowest of {len(run.rounds)} rounds: {format_count(worst.committed_files)} "
+            f"files committed in {format_seconds(worst.span_s)} (creates "
+            f"{format_seconds(worst.create.span_s)}, commit "
+            f"{format_seconds(worst.commit.span_s if worst.commit else 0.0)}), a full "
+            f"checkpoint in {format_seconds(projected_s)}; "
+            f"{_percentiles(worst.create, ('create', 'fsync', 'close'))}; {_scale(run)}"
+        ),
+        scope=_scope(run),
+    )
+    if not run.whole():
+        item.passed = False
+        item.detail += "; the listing after the commit did not show exactly the storm's files"
+    return item
+
+
+def restore_stat(run: MetadataRun) -> Item:
+    """Checklist 6: what a restore does first, listed and stat'ed; reported, not gated."""
+    stat, listing = run.stat, run.listing
+    projected_s = run.ctx.sizing.files_per_checkpoint / stat.rate_per_s
+    return Item(
+        id="metadata-restore-stat",
+        required=None,
+        measured=stat.rate_per_s,
+        unit="1/s",
+        passed=None,
+        detail=f"{format_count(stat.ops)} files stat'ed in {format_seconds(stat.span_s)} "
+        f"after a listing of {format_seconds(listing.span_s)}; a full checkpoint's stats in "
+        f"{format_seconds(projected_s)}; {_percentiles(stat, ('stat',))}; no requirement: "
+        f"the restart read time covers it; {_scale(run)}",
+        scope=_scope(run),
+    )
+
+
+def delete_storm(run: MetadataRun) -> Item:
+    """Checklist 6: removing an older checkpoint's files finishes within the interval."""
+    ctx = run.ctx
+    delete = run.delete
+    interval_s = ctx.profile.checkpoint.interval_s
+    files = ctx.sizing.files_per_checkpoint
+    projected_s = files / delete.rate_per_s
+    return judge(
+        id="metadata-delete",
+        measured=projected_s,
+        required=interval_s,
+        cluster_required=interval_s,
+        unit="s",
+        better="lower",
+        detail=f"{ctx.profile.name}: a checkpoint's {format_count(files)} files removed within "
+        f"the {format_seconds(interval_s)} interval; measured {format_count(delete.ops)} "
+        f"unlinks in {format_seconds(delete.span_s)} ({delete.rate_per_s:.3g}/s); "
+        f"{_percentiles(delete, ('unlink',))}; {_scale(run)}",
+        scope=_scope(run),
+    )

@@ -1,0 +1,176 @@
+"""Checklist item 7: restart read tested with resharding (IOR -F -C: readers shifted by a rank).
+
+After a failure every rank loads at once and the cluster idles until the slowest rank has its
+state. Both checks read the files of the latest write round, read-only:
+
+- readback: each rank reads a shard another rank wrote (another node's, with several nodes),
+  after its pages were dropped and their residency measured; a cache-served read fails,
+  except on a memory-backed target, which the report names.
+- resharded restore: M < N ranks (``run.reshard_fraction``) read contiguous slices that span
+  parts of several old files, as a load onto fewer nodes does.
+
+The requirement at this scale is a window, like the write's (``ckptgate.cluster.plan``): every
+node of the cluster loads its own shards at once, so this node must read its bytes within
+``restart.read_s``: required = bytes read / restart.read_s. Every byte read is verified.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ckptgate.checks.write import WriteCampaign
+from ckptgate.engine.records import BurstResult
+from ckptgate.report.items import Item, judge
+from ckptgate.sizing import format_bytes, format_seconds
+from ckptgate.workloads.readback import ReadResult, run_readback, summarize
+from ckptgate.workloads.reshard import ReshardResult, run_reshard
+from ckptgate.workloads.write_burst import ShardFile
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An item and the report section that holds what it measured."""
+
+    item: Item
+    section: dict[str, Any]
+
+
+def _files_to_read(campaign: WriteCampaign) -> tuple[list[ShardFile], int]:
+    """The latest round's files this node reads, and the reader shift.
+
+    One node: its own files, each read by the next local rank. Several nodes: the next node's
+    files (so this node's cache never held them), read in order.
+    """
+    campaign.rounds()
+    nodes = campaign.ctx.nodes
+    if nodes.count > 1:
+        return list(campaign.latest_by_node[(nodes.index + 1) % nodes.count]), 0
+    return list(campaign.latest), 1
+
+
+def _cache_words(result: ReadResult) -> str:
+    if result.memory_backed:
+        return "memory-backed target: its page cache is the storage, residency not gated"
+    if result.resident_fraction is None:
+        return "no page cache on this node to measure: residency not applicable"
+    words = (
+        f"resident {result.resident_fraction * 100:.3g} % before reading "
+        f"({(result.resident_before_drop or 0) * 100:.3g} % before the drop)"
+    )
+    if result.direct:
+        words += "; O_DIRECT"
+    elif result.direct_refused:
+        words += f"; O_DIRECT asked for, not used: {result.direct_refused}"
+    return words
+
+
+def _judge_read(campaign: WriteCampaign, id: str, result: ReadResult, what: str) -> Item:
+    ctx = campaign.ctx
+    burst = result.burst
+    read_s = ctx.profile.restart.read_s
+    slowest = burst.slowest
+    restart = ctx.sizing.requirements["restart_read_bytes_per_s"]
+    item = judge(
+        id=id,
+        measured=burst.aggregate_bytes_per_s,
+        required=burst.total_bytes / read_s,
+        cluster_required=restart.value,
+        unit="B/s",
+        detail=(
+            f"{ctx.profile.name}: {restart.formula}; this run: "
+            f"{format_bytes(burst.total_bytes)} / {read_s:g} s; {what}; slowest rank "
+            f"{slowest.rank} ({format_bytes(slowest.bytes)} in "
+            f"{format_seconds(slowest.total_s)}); {_cache_words(result)}; {ctx.plan.scale()}"
+        ),
+        scope=ctx.plan.scope(),
+    )
+    if not result.cache_free:
+        item.passed = False
+        item.detail += (
+            f"; cache-served: {len(result.cache_served)} file(s) were resident in this node's "
+            f"page cache, e.g. {result.cache_served[0]}: the storage was not what was read"
+        )
+    return item
+
+
+def _all_read_bytes(campaign: WriteCampaign) -> int:
+    """Every node's bytes of the latest round: together, the nodes read each exactly once."""
+    return sum(s.bytes for s in campaign.latest_all)
+
+
+def readback(campaign: WriteCampaign) -> Answer:
+    """Checklist 7: every rank reads another rank's shard, uncached, within restart.read_s."""
+    ctx = campaign.ctx
+    shards, shift = _files_to_read(campaign)
+    timeout_s = ctx.restart_timeout_s
+    local: list[ReadResult] = []
+
+    def read() -> BurstResult:
+        local.append(
+            run_readback(
+                ctx.pool, ctx.target.fs_spec, shards, timeout_s, shift=shift, direct=ctx.direct
+            )
+        )
+        return local[0].burst
+
+    result = summarize(campaign.gather("read", read, timeout_s), local[0].memory_backed)
+    item = _judge_read(
+        campaign, "restart-read", result, f"{len(shards)} shards, each read by another rank"
+    )
+    if result.burst.total_bytes != _all_read_bytes(campaign):
+        item.passed = False
+        item.detail += f"; read {result.burst.total_bytes} B of {_all_read_bytes(campaign)} B"
+    return Answer(item, result.to_json())
+
+
+def resharded(campaign: WriteCampaign) -> Answer | None:
+    """Checklist 7: M < N ranks load slices spanning several old files, within restart.read_s.
+
+    None where this node holds a single shard: a load onto fewer ranks needs at least two.
+    """
+    ctx = campaign.ctx
+    shards, _ = _files_to_read(campaign)
+    if len(shards) < 2:
+        return None
+    timeout_s = ctx.restart_timeout_s
+    fraction = ctx.profile.run.reshard_fraction
+    local: list[ReshardResult] = []
+
+    def load() -> BurstResult:
+        local.append(
+            run_reshard(
+                ctx.pool,
+                ctx.target.fs_spec,
+                shards,
+                timeout_s,
+                fraction=fraction,
+                direct=ctx.direct,
+            )
+        )
+        return local[0].burst
+
+    burst = campaign.gather("reshard", load, timeout_s)
+    # Number the new ranks across nodes (node i's new rank m is i * M + m), as the job would.
+    new_ranks = local[0].new_ranks
+    burst = dataclasses.replace(
+        burst,
+        ranks=tuple(
+            dataclasses.replace(r, global_rank=r.node * new_ranks + r.global_rank)
+            for r in burst.ranks
+        ),
+    )
+    result = dataclasses.replace(local[0], read=summarize(burst, local[0].read.memory_backed))
+    files = result.files_per_rank()
+    item = _judge_read(
+        campaign,
+        "resharded-restore",
+        result.read,
+        f"{result.old_ranks} shards loaded by {result.new_ranks} ranks "
+        f"(run.reshard_fraction {fraction:g}), {min(files)}-{max(files)} files per new rank",
+    )
+    if result.burst.total_bytes != _all_read_bytes(campaign):
+        item.passed = False
+        item.detail += f"; read {result.burst.total_bytes} B of {_all_read_bytes(campaign)} B"
+    return Answer(item, result.to_json())

@@ -1,0 +1,348 @@
+"""Checklist items 1, 3 and 5 on the write rounds: the checkpoint bytes, the sync stall, the
+async persist bandwidth, and the proof that the load generator was not what was timed.
+
+A round writes one checkpoint of this node's shards into ``write/step-<n>/`` of the run
+directory, as a training job writes step after step. Before each round the previous round's
+files are verified (untimed: every byte the run writes is read back at least once; the last
+round's bytes by the timed readback) and removed, so the target holds one checkpoint at a time;
+the last one stays for the readback and restore checks.
+
+The gate uses the slowest round, because every checkpoint of a training run must fit its
+window, not the average one; the median is reported beside it. A failed round is remembered:
+every later check that needs the rounds fails at once with that failure, so one ENOSPC is one
+failure, not a burst re-run by each test.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptgate.checks.context import CheckContext
+from ckptgate.cluster.nodes import run_everywhere
+from ckptgate.engine.pool import RankFailure
+from ckptgate.engine.records import BurstResult, merge_nodes
+from ckptgate.report.gate import Item, judge
+from ckptgate.sizing import format_bytes, format_rate, format_seconds
+from ckptgate.workloads.readback import run_readback
+from ckptgate.workloads.write_burst import ShardFile, run_write_burst, shard_file_name
+
+GENERATOR_HEADROOM = 2.0
+"""The load generator must outrun the target at least this much, or we timed ourselves."""
+
+
+class CampaignFailed(RuntimeError):
+    """An earlier write round failed; the checks that need the rounds fail with its words."""
+
+
+@dataclass
+class WriteCampaign:
+    """This node's checkpoint rounds on the target (one instance per session)."""
+
+    ctx: CheckContext
+    bursts: list[BurstResult] = field(default_factory=list)
+    """Every round, each with the records of every node's ranks."""
+    generator: BurstResult | None = None
+    latest: list[ShardFile] = field(default_factory=list)
+    """This node's files of the last round."""
+    latest_by_node: list[list[ShardFile]] = field(default_factory=list)
+    """Every node's files of the last round, in node order."""
+    verified_bytes: int = 0
+    """Bytes of earlier rounds read back and verified (untimed) before they were removed."""
+    failure: str | None = None
+    """Why a round failed, once one did."""
+    _step: int = 0
+
+    def gather(
+        self, kind: str, run: Callable[[], BurstResult], timeout_s: float | None = None
+    ) -> BurstResult:
+        """Run a burst on this node and gather it from every node into one burst.
+
+        Any node's failure fails it on all, named. ``timeout_s`` is the burst's deadline.
+        """
+        bursts = run_everywhere(
+            self.ctx.nodes, timeout_s or self.timeout_s, f"the end of the {kind} burst", run
+        )
+        return merge_nodes(kind, bursts)
+
+    @property
+    def timeout_s(self) -> float:
+        return self.ctx.save_timeout_s
+
+    @property
+    def played_bytes(self) -> int:
+        """The bytes every taking-part node's ranks write per checkpoint (by the plans)."""
+        if not self.latest_by_node:
+            self.rounds()
+        return sum(shard.bytes for shards in self.latest_by_node for shard in shards)
+
+    @property
+    def latest_all(self) -> list[ShardFile]:
+        """Every node's files of the last round."""
+        if not self.latest_by_node:
+            self.rounds()
+        return [shard for shards in self.latest_by_node for shard in shards]
+
+    @property
+    def transfer_bytes(self) -> int:
+        return self.ctx.profile.run.transfer_bytes
+
+    def shards_in(self, directory: str) -> list[ShardFile]:
+        """This node's shards of one checkpoint, as files in ``directory``."""
+        plan = self.ctx.plan
+        return [
+            ShardFile(
+                global_rank=g,
+                path=f"{directory}/{shard_file_name(g)}",
+                bytes=b,
+                run_id=self.ctx.run_id,
+                transfer_bytes=self.transfer_bytes,
+            )
+            for g, b in zip(plan.global_ranks, plan.shard_bytes, strict=True)
+        ]
+
+    def verify(self, shards: list[ShardFile]) -> None:
+        """Read back and verify every byte of ``shards`` (untimed, this node's files, each
+        read by another rank), so that no byte the run writes goes unchecked; a corruption
+        fails here, naming the file and the offset."""
+        shift = 1 if len(shards) > 1 else 0
+        reads = run_everywhere(
+            self.ctx.nodes,
+            self.timeout_s,
+            "the end of a verification",
+            lambda: run_readback(
+                self.ctx.pool, self.ctx.target.fs_spec, shards, self.timeout_s, shift=shift
+            ),
+        )
+        self.verified_bytes += sum(read.burst.total_bytes for read in reads)
+
+    def _retire_latest(self) -> None:
+        """Verify the last checkpoint's files (untimed), then remove them, as retention would."""
+        if not self.latest:
+            return
+        try:
+            if self.failure is None:
+                self.verify(self.latest)
+        except RankFailure as error:
+            self.failure = f"verifying write round {self._step}: {error}"
+            raise
+        finally:
+            self.drop_latest()
+
+    def drop_latest(self) -> None:
+        """Remove the last checkpoint's files (untimed)."""
+        if self.latest:
+            self.ctx.target.remove_files([s.path for s in self.latest])
+            self.latest = []
+
+    def prepare_round(self) -> list[ShardFile]:
+        """Untimed: retire the previous checkpoint, make the next step's directory, register."""
+        self._check_failed()
+        target = self.ctx.target
+        if self._step == 0:
+            target.new_dir("write")
+        self._retire_latest()
+        self._step += 1
+        shards = self.shards_in(target.new_dir("write", f"step-{self._step}"))
+        target.register([s.path for s in shards])
+        self.latest = shards
+        return shards
+
+    def write_round(self, shards: list[ShardFile] | None = None) -> BurstResult:
+        """One checkpoint: the burst (timed from the common start) of prepared shards."""
+        shards = shards if shards is not None else self.prepare_round()
+        try:
+            burst = self._burst(shards, "target")
+            self.latest_by_node = self.ctx.nodes.allgather(shards, self.timeout_s, "the file lists")
+        except RankFailure as error:
+            # The ranks have stopped (or were killed): their partial files go now. On an
+            # interrupt they may still be writing; the session's cleanup removes the files
+            # once the ranks are stopped.
+            self.failure = f"write round {self._step}: {error}"
+            self.drop_latest()
+            raise
+        self.bursts.append(burst)
+        return burst
+
+    def _check_failed(self) -> None:
+        if self.failure is not None:
+            raise CampaignFailed(f"the write rounds failed earlier: {self.failure}")
+
+    def _burst(self, shards: list[ShardFile], sink: str) -> BurstResult:
+        """Run one burst on this node's ranks and gather it from every node."""
+        return self.gather(
+            "write" if sink == "target" else "generate",
+            lambda: run_write_burst(
+                self.ctx.pool, self.ctx.target.fs_spec, shards, self.timeout_s, sink=sink
+            ),
+        )
+
+    def rounds(self) -> list[BurstResult]:
+        """The profile's ``run.rounds`` bursts, run once per session on first use."""
+        self._check_failed()
+        while len(self.bursts) < self.ctx.profile.run.rounds:
+            self.write_round()
+        return self.bursts
+
+    def generator_burst(self) -> BurstResult:
+        """The same ranks and bytes through the generator alone, with no target I/O."""
+        if self.generator is None:
+            self.generator = self._burst(self.shards_in(""), "null")
+        return self.generator
+
+    def worst(self) -> BurstResult:
+        """The slowest round: every checkpoint must fit its window, so the gate uses the worst."""
+        return max(self.rounds(), key=lambda b: b.span_s)
+
+    def median_span_s(self) -> float:
+        return statistics.median(b.span_s for b in self.rounds())
+
+    def section(self) -> dict[str, Any]:
+        """The report's ``write`` section: the slowest round, every round's span, the rest."""
+        worst = self.worst()
+        return {
+            **worst.to_json(),
+            "rounds": len(self.bursts),
+            "round_span_s": [b.span_s for b in self.bursts],
+            "median_span_s": self.median_span_s(),
+            "statistic": "slowest round (every checkpoint must fit its window)",
+            "transfer_bytes": self.transfer_bytes,
+            "generator_bytes_per_s": self.generator_burst().aggregate_bytes_per_s,
+            "verified_earlier_rounds_bytes": self.verified_bytes,
+            "capped": self.ctx.plan.capped,
+        }
+
+
+# --- the judges ---------------------------------------------------------------------------------
+
+
+def stall_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words: str) -> Item:
+    """Checklist 3: a save's stall, from the common start to the slowest rank's close,
+    against the stall budget (overhead_budget x interval; SPEC.md)."""
+    ctx = campaign.ctx
+    slowest = burst.slowest
+    budget = ctx.sizing.requirements["stall_budget_s"]
+    phases = ", ".join(f"{k} {format_seconds(v)}" for k, v in slowest.phases_s.items())
+    return judge(
+        id=id,
+        measured=burst.span_s,
+        required=ctx.sizing.stall_budget_s,
+        cluster_required=ctx.sizing.stall_budget_s,
+        unit="s",
+        better="lower",
+        detail=f"{ctx.profile.name}: {budget.formula}; from the common start to the last "
+        f"close; slowest rank global {slowest.global_rank} ({format_bytes(slowest.bytes)}: "
+        f"{phases}); {words}; {ctx.plan.scale()}",
+        scope=ctx.plan.scope(),
+    )
+
+
+def persist_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words: str) -> Item:
+    """Checklist 5: the played bytes persist within interval / headroom.
+
+    Every node of the cluster persists at once, so the played nodes must move their own
+    bytes in the same window: required = played bytes x headroom / interval (SPEC.md's
+    async_persist_planned_bytes_per_s at this scale). Between the no-headroom minimum and
+    the planned rate the item fails and says so.
+    """
+    ctx = campaign.ctx
+    checkpoint = ctx.profile.checkpoint
+    played = campaign.played_bytes
+    minimum = played / checkpoint.interval_s
+    planned = ctx.sizing.requirements["async_persist_planned_bytes_per_s"]
+    item = judge(
+        id=id,
+        measured=burst.aggregate_bytes_per_s,
+        required=minimum * checkpoint.async_headroom,
+        cluster_required=planned.value,
+        unit="B/s",
+        detail=f"{ctx.profile.name}: {planned.formula}; this run: {format_bytes(played)} / "
+        f"{checkpoint.interval_s:g} s x {checkpoint.async_headroom:g} headroom; {words}; "
+        f"{ctx.plan.scale()}",
+        scope=ctx.plan.scope(),
+    )
+    if not item.passed and burst.aggregate_bytes_per_s >= minimum:
+        item.detail += (
+            f"; above the no-headroom minimum {format_rate(minimum)}, so saves keep up "
+            "only without contention"
+        )
+    return item
+
+
+def _rounds_words(campaign: WriteCampaign) -> str:
+    return f"slowest round of {len(campaign.rounds())}"
+
+
+def sync_stall(campaign: WriteCampaign) -> Item:
+    """Checklist 3 and 4: the save's stall (common start to the slowest rank's close) against
+    the stall budget: gated in sync mode; in async mode reported as what a sync save would
+    cost, so the sync-or-async decision rests on a measurement."""
+    item = stall_item(campaign, campaign.worst(), id="sync-stall", words=_rounds_words(campaign))
+    if campaign.ctx.profile.checkpoint.mode == "async":
+        item.report_only("async profile: reported as the cost of a sync save, not gated")
+    return item
+
+
+def async_persist(campaign: WriteCampaign) -> Item | None:
+    """Checklist 5: the played shards persist within interval / headroom (async mode; None in
+    sync mode, where the sync stall gates the save)."""
+    if campaign.ctx.profile.checkpoint.mode != "async":
+        return None
+    return persist_item(
+        campaign, campaign.worst(), id="async-persist", words=_rounds_words(campaign)
+    )
+
+
+def load_generator(campaign: WriteCampaign) -> Item:
+    """The suite's own data path is not what was measured: the same ranks and bytes through
+    the same open/write path into a sink that discards must run far faster (SPEC.md: the load
+    generator must be faster than the storage)."""
+    worst = campaign.worst()
+    generator = campaign.generator_burst()
+    return judge(
+        id="load-generator",
+        measured=generator.aggregate_bytes_per_s,
+        required=GENERATOR_HEADROOM * worst.aggregate_bytes_per_s,
+        unit="B/s",
+        detail=f"same ranks and bytes written into a discarding sink; must be "
+        f"{GENERATOR_HEADROOM:g}x the target's write rate, else the suite, not the target, "
+        "set the pace",
+    )
+
+
+def checkpoint_bytes(campaign: WriteCampaign) -> Item:
+    """Checklist 1: the target holds the bytes the plan says, measured on the target.
+
+    The plan itself is Ψ·K: every global rank's shard adds up to the checkpoint (or, where
+    replicas write duplicates, to the bytes written); a run that played fewer ranks, or capped
+    shards, holds the played share, and the item says which.
+    """
+    ctx = campaign.ctx
+    sizing, plan = ctx.sizing, ctx.plan
+    campaign.rounds()
+    fs = ctx.target.fs
+    on_target = sum(fs.size(shard.path) for shard in campaign.latest_all)
+    played = campaign.played_bytes
+    whole = plan.full_cluster and not plan.capped
+    share = (
+        "every rank played at full size: the target holds the whole checkpoint"
+        if whole
+        else f"the played share ({len(campaign.latest_all)} of {sizing.gpus} ranks' shards"
+        + (", capped for a trial" if plan.capped else "")
+        + f") of the {format_bytes(sizing.written_bytes)} checkpoint"
+    )
+    psi = f"{sizing.parameters:.4g} x {ctx.profile.model.bytes_per_parameter}"
+    return Item(
+        id="checkpoint-bytes",
+        required=played,
+        measured=on_target,
+        cluster_required=sizing.written_bytes,
+        unit="B",
+        passed=on_target == played and (not whole or played == sizing.written_bytes),
+        detail=f"{ctx.profile.name}: Ψ·K = {psi} = {format_bytes(sizing.checkpoint_bytes)}; "
+        f"{share}; {ctx.plan.scale()}",
+        better="equal",
+        scope=plan.scope(),
+    )

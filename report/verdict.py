@@ -1,0 +1,119 @@
+"""The run's one verdict: qualified, partial, trial or failed, or no verdict at all.
+
+SPEC.md, "What a verdict means": nothing but these four may be called a result, and only
+``qualified`` says the storage qualified for the cluster profile:
+
+- qualified: every node of the profile took part, every shard at full size, every item passed;
+- partial: every item passed for the nodes that took part; only a full-scale run shows the
+  storage scales to every client;
+- trial: shards capped, items not run, or other trial settings: a rehearsal;
+- failed: at least one item failed or errored, each named.
+
+A run that measured nothing (no item answered) is not a verdict: ``status`` is ``error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ckptgate.report.items import Item
+from ckptgate.sizing.checklist import BY_ID, required_ids
+from ckptgate.sizing.units import format_count
+
+Status = Literal["qualified", "partial", "trial", "failed", "error"]
+
+
+@dataclass(frozen=True)
+class RunScale:
+    """What the run played of the cluster, and the settings that make it a trial."""
+
+    nodes: int
+    cluster_nodes: int
+    ranks: int
+    cluster_ranks: int
+    full_cluster: bool
+    trial_settings: tuple[str, ...] = ()
+    """Why the run is a rehearsal (capped shards, fewer metadata files than a checkpoint)."""
+    memory_backed: bool = False
+
+    def words(self) -> str:
+        share = self.nodes / self.cluster_nodes if self.cluster_nodes else 0.0
+        return (
+            f"{format_count(self.nodes)} of {format_count(self.cluster_nodes)} nodes "
+            f"({share * 100:.3g} % of the cluster), {format_count(self.ranks)} of "
+            f"{format_count(self.cluster_ranks)} ranks"
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    line: str
+    failed: tuple[str, ...] = ()
+    """Titles of the items that failed or errored."""
+    missing: tuple[str, ...] = ()
+    """Required checklist items that were not answered (skipped, deselected)."""
+    not_run: tuple[str, ...] = ()
+    """Optional items that were not answered (PyTorch DCP without torch)."""
+    scale: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def decide(items: Sequence[Item], scale: RunScale) -> Verdict:
+    """The verdict of a run from its items and its scale (see the module docstring)."""
+    answered = {item.id for item in items}
+    bad = [item for item in items if item.status in ("FAIL", "ERROR")]
+    missing = tuple(BY_ID[i].title for i in required_ids() if i not in answered)
+    not_run = tuple(e.title for e in BY_ID.values() if e.optional and e.id not in answered)
+    scale_json = {**asdict(scale), "words": scale.words()}
+    known = [item for item in items if item.id in BY_ID]
+    if not known and not bad:
+        return Verdict(
+            "error",
+            "ERROR: no verdict: the run measured nothing (no checklist item was answered)",
+            scale=scale_json,
+        )
+    memory = "; memory-backed target: its page cache is the storage" if scale.memory_backed else ""
+    if bad:
+        names = ", ".join(f"{item.title} ({item.status})" for item in bad)
+        return Verdict(
+            "failed",
+            f"VERDICT failed: {len(bad)} item(s) failed: {names}; at {scale.words()}",
+            failed=tuple(item.title for item in bad),
+            missing=missing,
+            not_run=not_run,
+            scale=scale_json,
+        )
+    settings = list(scale.trial_settings)
+    if missing:
+        settings.append(f"items not run: {', '.join(missing)}")
+    skipped = f"; not run (optional): {', '.join(not_run)}" if not_run else ""
+    if settings:
+        return Verdict(
+            "trial",
+            f"VERDICT trial: every item that ran passed, but {'; '.join(settings)}: a "
+            f"rehearsal, not a qualification; at {scale.words()}{skipped}{memory}",
+            missing=missing,
+            not_run=not_run,
+            scale=scale_json,
+        )
+    if not scale.full_cluster:
+        return Verdict(
+            "partial",
+            f"VERDICT partial: every item passed for {scale.words()}; this proves the played "
+            "nodes' share, and only a full-scale run shows the storage scales to every client"
+            f"{skipped}{memory}",
+            not_run=not_run,
+            scale=scale_json,
+        )
+    return Verdict(
+        "qualified",
+        f"VERDICT qualified: every item passed with every node of the profile taking part "
+        f"({scale.words()}), every shard at full size{skipped}{memory}",
+        not_run=not_run,
+        scale=scale_json,
+    )

@@ -1,0 +1,74 @@
+"""One verdict per run: qualified, partial, trial, failed; or no verdict when nothing was
+measured. Nothing but qualified says the storage qualified for the profile."""
+
+from __future__ import annotations
+
+from ckptgate.report.items import Item
+from ckptgate.report.verdict import RunScale, decide
+from ckptgate.sizing.checklist import CHECKLIST, required_ids
+
+FULL = RunScale(nodes=2048, cluster_nodes=2048, ranks=16384, cluster_ranks=16384,
+                full_cluster=True)  # fmt: skip
+
+
+def _items(passed: bool | None = True, ids: tuple[str, ...] | None = None) -> list[Item]:
+    return [
+        Item(id=i, required=1.0, measured=2.0, unit="B", passed=passed, detail="d")
+        for i in (ids if ids is not None else tuple(e.id for e in CHECKLIST))
+    ]
+
+
+def test_every_item_passed_at_full_scale_is_qualified() -> None:
+    verdict = decide(_items(), FULL)
+    assert verdict.status == "qualified"
+    assert verdict.line.startswith("VERDICT qualified: every item passed")
+    assert "2,048 of 2,048 nodes" in verdict.line
+
+
+def test_report_only_items_do_not_block_a_qualification() -> None:
+    items = _items()
+    items[0].passed = None
+    assert decide(items, FULL).status == "qualified"
+
+
+def test_fewer_nodes_than_the_profile_is_partial_and_says_what_it_does_not_prove() -> None:
+    scale = RunScale(nodes=64, cluster_nodes=2048, ranks=512, cluster_ranks=16384,
+                     full_cluster=False)  # fmt: skip
+    verdict = decide(_items(), scale)
+    assert verdict.status == "partial"
+    assert "64 of 2,048 nodes (3.12 % of the cluster)" in verdict.line
+    assert "only a full-scale run shows the storage scales to every client" in verdict.line
+
+
+def test_capped_shards_are_a_trial_not_a_qualification() -> None:
+    scale = RunScale(2048, 2048, 16384, 16384, True, trial_settings=("shards capped at 1 GB",))
+    verdict = decide(_items(), scale)
+    assert verdict.status == "trial"
+    assert "shards capped at 1 GB" in verdict.line and "not a qualification" in verdict.line
+
+
+def test_a_required_item_that_did_not_run_makes_a_trial() -> None:
+    ids = tuple(i for i in required_ids() if i != "metadata-create-rate")
+    verdict = decide(_items(ids=ids), FULL)
+    assert verdict.status == "trial"
+    assert "metadata storm create rate" in verdict.missing
+
+
+def test_optional_dcp_items_that_did_not_run_are_named_but_do_not_block() -> None:
+    verdict = decide(_items(ids=required_ids()), FULL)
+    assert verdict.status == "qualified"
+    assert "DCP bytes per parameter (du)" in verdict.not_run
+
+
+def test_one_failed_item_fails_the_run_naming_it() -> None:
+    items = _items()
+    items[3].passed = False
+    verdict = decide(items, FULL)
+    assert verdict.status == "failed"
+    assert items[3].title in verdict.line
+
+
+def test_a_run_that_answered_nothing_is_no_verdict() -> None:
+    verdict = decide([], FULL)
+    assert verdict.status == "error"
+    assert "measured nothing" in verdict.line
