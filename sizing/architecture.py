@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ckptgate.sizing.profile import Architecture
+    from ckptgate.sizing.schema import Architecture
 
 
 def embedding_parameters(arch: Architecture) -> int:

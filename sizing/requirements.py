@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptgate.sizing.profile import Profile
+from ckptgate.sizing.schema import Profile
 from ckptgate.sizing.shards import ShardDistribution, shard_distribution
 from ckptgate.sizing.units import (
     format_bytes,

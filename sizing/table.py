@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ckptgate.sizing.profile import Profile
 from ckptgate.sizing.requirements import Sizing
+from ckptgate.sizing.schema import Profile
 from ckptgate.sizing.units import (
     format_bytes,
     format_count,

@@ -2,7 +2,7 @@
 
 import pytest
 from ckptgate.sizing.architecture import count_parameters, layer_parameters
-from ckptgate.sizing.profile import Architecture
+from ckptgate.sizing.schema import Architecture
 
 LLAMA3_8B = Architecture(
     hidden=4096, ffn_hidden=14336, layers=32, heads=32, kv_heads=8, vocab=128256

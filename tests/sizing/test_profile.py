@@ -6,13 +6,8 @@ import dataclasses
 import pytest
 import yaml
 from ckptgate.sizing import SHIPPED_PROFILES, ProfileError, load_profile
-from ckptgate.sizing.profile import (
-    Architecture,
-    Profile,
-    dump_profile,
-    profile_from_dict,
-    profile_to_dict,
-)
+from ckptgate.sizing.profile import dump_profile, profile_from_dict, profile_to_dict
+from ckptgate.sizing.schema import Architecture, Profile
 from ckptgate.sizing.units import DAY_S, MB, MiB
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
