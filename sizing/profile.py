@@ -94,9 +94,61 @@ def _apply_overrides(raw: dict[str, Any], overrides: typing.Iterable[str]) -> di
     return touched
 
 
+class _ProfileLoader(yaml.SafeLoader):
+    """yaml's SafeLoader, except that a key written twice in one mapping is a ProfileError
+    (plain YAML keeps the last one silently). The key path of every mapping is worked out
+    from the document's node tree before construction, so the message can name it."""
+
+    def __init__(self, text: str, source: str):
+        super().__init__(text)
+        self.source = source
+        self.paths: dict[int, str] = {}
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._record_paths(node, "")
+        return super().construct_document(node)
+
+    def _record_paths(self, node: yaml.Node, path: str) -> None:
+        if id(node) in self.paths:  # an alias seen before
+            return
+        if isinstance(node, yaml.MappingNode):
+            self.paths[id(node)] = path
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    self._record_paths(value_node, _join(path, str(key_node.value)))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                self._record_paths(item, f"{path}[{index}]")
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # "<<: *anchor" merges keys that the mapping may override
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = first_line.get(key)
+            except TypeError:
+                continue  # an unhashable key: the base constructor reports it
+            if first is not None:
+                path = _join(self.paths.get(id(node), ""), str(key))
+                raise ProfileError(
+                    f"{self.source}:{line}: duplicate key {path} (first at line {first}); "
+                    "allowed: each key once"
+                )
+            first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
 def _read_yaml(text: str, source: str) -> dict[str, Any]:
+    loader = _ProfileLoader(text, source)
     try:
-        raw = yaml.safe_load(text)
+        raw = loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         position = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
@@ -107,6 +159,8 @@ def _read_yaml(text: str, source: str) -> dict[str, Any]:
         ) from None
     except yaml.YAMLError as exc:
         raise ProfileError(f"{source}: malformed YAML: {' '.join(str(exc).split())}") from None
+    finally:
+        loader.dispose()
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
