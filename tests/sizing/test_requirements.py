@@ -7,6 +7,8 @@ import math
 import pytest
 from ckptgate.sizing import SHIPPED_PROFILES, Requirement, derive, load_profile
 from ckptgate.sizing.requirements import (
+    DEFINITIONS,
+    SWEEP_COLUMNS,
     first_order_waste,
     lost_work_fraction,
     mtbf_s,
@@ -270,3 +272,48 @@ def test_sweep_marks_chosen_and_young(name):
     assert sync == sorted(sync, reverse=True)
     waste = [r["waste_at_fixed_stall_fraction"] for r in rows]
     assert min(waste) == waste[labels.index("Young")]
+
+
+@pytest.mark.parametrize("name", SHIPPED_PROFILES)
+def test_sweep_row_at_the_chosen_interval_is_derive(name):
+    s = derive(SHIPPED[name])
+    (row,) = [r for r in sweep(SHIPPED[name]) if r["label"] == "chosen"]
+    # At the chosen interval the fixed stall is the stall budget: the waste is the goodput loss.
+    same = {"waste_at_fixed_stall_fraction": "goodput_loss_fraction"}
+    for key in SWEEP_COLUMNS:
+        assert row[key] == getattr(s, same.get(key, key)), key
+    assert row["interval_s"] == s.interval_s
+
+
+@settings(max_examples=20, deadline=None)
+@given(name=shipped_names, factor=st.floats(0.1, 10))
+@example(name="405b", factor=2.0)
+@example(name="70b", factor=2.0)
+@example(name="7b", factor=2.0)
+@example(name="tmpfs", factor=2.0)
+def test_sweep_at_another_interval_is_derive_at_that_interval(name, factor):
+    # The sweep evaluates the same definitions; only numbers held at the chosen interval
+    # (the fixed-stall waste) differ from deriving a profile with that interval.
+    profile = SHIPPED[name]
+    interval = profile.checkpoint.interval_s * factor
+    (row,) = sweep(profile, [interval])
+    other = derive(with_interval(profile, interval))
+    for key in SWEEP_COLUMNS:
+        if key != "waste_at_fixed_stall_fraction":
+            assert row[key] == getattr(other, key), key
+
+
+@pytest.mark.parametrize("name", SHIPPED_PROFILES)
+def test_table_rows_are_the_definitions_in_order(name):
+    s = derive(SHIPPED[name])
+    tabled = [n for n, d in DEFINITIONS.items() if d.in_table]
+    assert list(s.requirements) == tabled
+    for key, req in s.requirements.items():
+        d = DEFINITIONS[key]
+        assert (req.title, req.unit, req.source, req.measured_by) == (
+            d.title,
+            d.unit,
+            d.source,
+            d.measured_by,
+        )
+        assert d.value.__doc__ and "Source" in d.value.__doc__, key
