@@ -18,7 +18,12 @@ _POSITIVE = meta(gt=0)
 
 @dataclass(frozen=True)
 class Architecture:
-    """A decoder-only transformer shape (Llama 3 layout; see sizing.architecture)."""
+    """A decoder-only transformer shape (Llama 3 layout; see sizing.architecture).
+
+    ``head_dim`` is optional and explicit, as Megatron-LM's ``kv_channels`` and Hugging Face's
+    ``head_dim`` are: given, Q and O are hidden x heads*head_dim and K, V hidden x
+    kv_heads*head_dim, whatever hidden is (MLPerf Storage's 1T shape: hidden 25872, 192 heads).
+    Absent, it is hidden // heads and hidden must be a multiple of heads (cross_check)."""
 
     hidden: int = field(metadata=_POSITIVE)
     ffn_hidden: int = field(metadata=_POSITIVE)
@@ -26,6 +31,7 @@ class Architecture:
     heads: int = field(metadata=_POSITIVE)
     kv_heads: int = field(metadata=_POSITIVE)
     vocab: int = field(metadata=_POSITIVE)
+    head_dim: int | None = field(default=None, metadata=_POSITIVE)
 
 
 @dataclass(frozen=True)
@@ -165,12 +171,13 @@ def cross_check(ctx: Context, profile: Profile) -> None:
     ):
         if arch is None:
             continue
-        if arch.hidden % arch.heads:
+        if arch.head_dim is None and arch.hidden % arch.heads:
             raise ctx.error(
                 f"{arch_path}.hidden",
                 arch.hidden,
                 f"not a multiple of {arch_path}.heads ({arch.heads})",
-                "hidden divisible by heads (head_dim = hidden / heads)",
+                "hidden divisible by heads (head_dim = hidden / heads), or an explicit "
+                f"{arch_path}.head_dim",
             )
         if arch.heads % arch.kv_heads:
             raise ctx.error(

@@ -284,6 +284,16 @@ def test_bad_set(override, expected):
     assert expected in message
 
 
+def test_hidden_not_a_multiple_of_heads_needs_an_explicit_head_dim():
+    message = error_from("405b", ["model.architecture.heads=96"])
+    assert "not a multiple of model.architecture.heads (96)" in message
+    assert "explicit model.architecture.head_dim" in message
+    profile = load_profile(
+        "405b", ["model.architecture.heads=96", "model.architecture.head_dim=128"]
+    )
+    assert profile.model.architecture.head_dim == 128
+
+
 def test_architecture_shape_is_checked():
     message = error_from("405b", ["model.architecture.kv_heads=7"])
     assert "model.architecture.kv_heads = 7" in message and "divisor of heads" in message
