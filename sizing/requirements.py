@@ -43,6 +43,9 @@ SRC_SPEC = "SPEC.md"
 SRC_ZERO = "ZeRO (Rajbhandari et al., 2020): 16Ψ = 2Ψ + 2Ψ + 12Ψ; MLPerf Storage: 14 B/parameter"
 SRC_LLAMA3 = "The Llama 3 Herd of Models (Meta, 2024): 419 unexpected interruptions in 54 days"
 SRC_YOUNG = "Young (1974), A first order approximation to the optimum checkpoint interval"
+SRC_DALY = (
+    "Daly (2006), A higher order estimate of the optimum checkpoint interval for restart dumps"
+)
 SRC_DCP = "PyTorch Distributed Checkpoint: one file per rank plus .metadata"
 
 
@@ -96,24 +99,50 @@ def mtbf_s(interruptions: int, window_s: float, observed_gpus: int, gpus: int) -
     return window_s / interruptions * observed_gpus / gpus
 
 
-def lost_work_fraction(interval_s: float, restart_s: float, mtbf_s: float) -> float:
-    """Fraction of wall clock lost to failures, first order: (T/2 + restart_s) / mtbf_s; a
-    failure lands mid-interval on average. Dimensionless. Source: SPEC.md; Young (1974)."""
-    return (interval_s / 2 + restart_s) / mtbf_s
+def lost_work_fraction(interval_s: float, mtbf_s: float) -> float:
+    """Fraction of wall clock whose work is lost to failures and recomputed, first order:
+    (T/2) / mtbf_s; a failure lands mid-interval on average. Dimensionless. The restart after
+    each failure is restart_loss_fraction. Source: SPEC.md; Young (1974)."""
+    return interval_s / 2 / mtbf_s
+
+
+def restart_loss_fraction(restart_cost_s: float, mtbf_s: float) -> float:
+    """Fraction of wall clock spent restarting, first order: restart_cost_s / mtbf_s, where a
+    restart costs the relaunch (failures.restart_s: requeue, process start, communicator set-up)
+    plus the checkpoint read (restart.read_s). Source: SPEC.md; Daly (2006), whose R is this
+    restart time."""
+    return restart_cost_s / mtbf_s
 
 
 def young_interval_s(stall_s: float, mtbf_s: float) -> float:
     """Young's optimum checkpoint interval, seconds: sqrt(2 * stall_s * mtbf_s), where stall_s
-    is the time a checkpoint blocks training. Source: Young (1974), Communications of the ACM
-    17(9), "A first order approximation to the optimum checkpoint interval"."""
+    is the time a checkpoint blocks training and does not depend on the interval. Source:
+    Young (1974), Communications of the ACM 17(9), "A first order approximation to the optimum
+    checkpoint interval"."""
     return math.sqrt(2 * stall_s * mtbf_s)
 
 
+def daly_interval_s(stall_s: float, mtbf_s: float) -> float:
+    """Daly's higher-order optimum, seconds of compute between checkpoints:
+    sqrt(2 d M) * (1 + sqrt(d / (2 M)) / 3 + (d / (2 M)) / 9) - d for d < 2 M, else M, with
+    d = stall_s and M = mtbf_s; it tends to Young's as d / M -> 0. Source: Daly (2006), Future
+    Generation Computer Systems 22(3), "A higher order estimate of the optimum checkpoint
+    interval for restart dumps", eq. (37)."""
+    if stall_s >= 2 * mtbf_s:
+        return mtbf_s
+    ratio = stall_s / (2 * mtbf_s)
+    return math.sqrt(2 * stall_s * mtbf_s) * (1 + math.sqrt(ratio) / 3 + ratio / 9) - stall_s
+
+
 def first_order_waste(interval_s: float, stall_s: float, restart_s: float, mtbf_s: float) -> float:
-    """Fraction of wall clock wasted, first order: stall_s / T (saving) plus
-    (T/2 + restart_s) / mtbf_s (lost work). Its minimum over T is young_interval_s.
-    Source: Young (1974)."""
-    return stall_s / interval_s + lost_work_fraction(interval_s, restart_s, mtbf_s)
+    """Fraction of wall clock wasted, first order: stall_s / T (saving) plus T/2 / mtbf_s
+    (lost work) plus restart_s / mtbf_s (restart: relaunch and checkpoint read). For a stall
+    that does not scale with T its minimum over T is young_interval_s. Source: Young (1974)."""
+    return (
+        stall_s / interval_s
+        + lost_work_fraction(interval_s, mtbf_s)
+        + restart_loss_fraction(restart_s, mtbf_s)
+    )
 
 
 def stall_budget_s(overhead_budget: float, interval_s: float) -> float:
@@ -155,7 +184,10 @@ class Sizing:
     interval_s: float
     restart_s: float
     lost_work_fraction: float
+    restart_cost_s: float
+    restart_loss_fraction: float
     optimal_interval_s: float
+    daly_interval_s: float
     stall_budget_s: float
     goodput_loss_fraction: float
     goodput_budget: float | None
@@ -428,27 +460,64 @@ def interval_s(b: Basis) -> float:
 @define(
     "Lost work at T",
     "fraction",
-    lambda b: (
-        f"({s_(b['interval_s'])} / 2 + {s_(b.profile.failures.restart_s)} restart) / "
-        f"{s_(b['mtbf_s'])} MTBF"
-    ),
+    lambda b: f"{s_(b['interval_s'])} / 2 / {s_(b['mtbf_s'])} MTBF",
     f"{SRC_SPEC}, first order",
     name="lost_work_fraction",
 )
 def lost_work_fraction_(b: Basis) -> float:
-    """lost_work_fraction() at T. Source: SPEC.md; Young (1974)."""
-    return lost_work_fraction(b["interval_s"], b.profile.failures.restart_s, b["mtbf_s"])
+    """lost_work_fraction() at T: the work recomputed after a failure. Source: SPEC.md."""
+    return lost_work_fraction(b["interval_s"], b["mtbf_s"])
+
+
+@define(
+    "Restart cost per failure",
+    "s",
+    lambda b: (
+        f"{s_(b.profile.failures.restart_s)} relaunch (failures.restart_s) + "
+        f"{s_(b.profile.restart.read_s)} checkpoint read (restart.read_s)"
+    ),
+    SRC_SPEC,
+)
+def restart_cost_s(b: Basis) -> float:
+    """failures.restart_s (relaunch) + restart.read_s (loading the checkpoint), seconds of
+    wall clock per failure besides the lost work. Source: SPEC.md; Daly (2006)'s R."""
+    return b.profile.failures.restart_s + b.profile.restart.read_s
+
+
+@define(
+    "Restart loss",
+    "fraction",
+    lambda b: f"{s_(b['restart_cost_s'])} restart cost / {s_(b['mtbf_s'])} MTBF",
+    f"{SRC_SPEC}, first order",
+    name="restart_loss_fraction",
+)
+def restart_loss_fraction_(b: Basis) -> float:
+    """restart_loss_fraction() for the restart cost. Source: SPEC.md; Daly (2006)."""
+    return restart_loss_fraction(b["restart_cost_s"], b["mtbf_s"])
 
 
 @define(
     "Young's optimal interval",
     "s",
-    lambda b: f"sqrt(2 x {s_(b['stall_budget_s'])} stall x {s_(b['mtbf_s'])} MTBF)",
+    lambda b: f"sqrt(2 x {s_(b.chosen['stall_budget_s'])} stall x {s_(b['mtbf_s'])} MTBF)",
     SRC_YOUNG,
 )
 def optimal_interval_s(b: Basis) -> float:
-    """young_interval_s() for the stall budget. Source: Young (1974)."""
-    return young_interval_s(b["stall_budget_s"], b["mtbf_s"])
+    """young_interval_s() for a stall that does not scale with the interval: the stall budget
+    at the profile's chosen interval (overhead_budget x checkpoint.interval_s), so that the
+    optimum does not move with the interval it is meant to choose. Source: Young (1974)."""
+    return young_interval_s(b.chosen["stall_budget_s"], b["mtbf_s"])
+
+
+def _daly_formula(b: Basis) -> str:
+    d, m = s_(b.chosen["stall_budget_s"]), s_(b["mtbf_s"])
+    return f"sqrt(2 x {d} x {m}) x (1 + sqrt({d} / (2 x {m})) / 3 + {d} / (2 x {m}) / 9) - {d}"
+
+
+@define("Daly's optimal interval", "s", _daly_formula, SRC_DALY, name="daly_interval_s")
+def daly_interval_s_(b: Basis) -> float:
+    """daly_interval_s() for the same fixed stall as Young's. Source: Daly (2006)."""
+    return daly_interval_s(b.chosen["stall_budget_s"], b["mtbf_s"])
 
 
 @define(
@@ -471,16 +540,16 @@ def _goodput_formula(b: Basis) -> str:
     budget = f"; budget {format_fraction(ckpt.goodput_budget)}" if ckpt.goodput_budget else ""
     return (
         f"{format_fraction(b['lost_work_fraction'])} lost work + "
+        f"{format_fraction(b['restart_loss_fraction'])} restart + "
         f"{format_fraction(ckpt.overhead_budget)} stall{budget}"
     )
 
 
-@define("Goodput loss (lost work + stalls)", "fraction", _goodput_formula, SRC_YOUNG)
+@define("Goodput loss (lost work + restart + stalls)", "fraction", _goodput_formula, SRC_YOUNG)
 def goodput_loss_fraction(b: Basis) -> float:
-    """first_order_waste() at T with the stall budget at T. Source: Young (1974)."""
-    return first_order_waste(
-        b["interval_s"], b["stall_budget_s"], b.profile.failures.restart_s, b["mtbf_s"]
-    )
+    """first_order_waste() at T with the stall budget at T and the restart cost (relaunch and
+    checkpoint read). Source: Young (1974); Daly (2006)."""
+    return first_order_waste(b["interval_s"], b["stall_budget_s"], b["restart_cost_s"], b["mtbf_s"])
 
 
 @define(
@@ -494,7 +563,7 @@ def waste_at_fixed_stall_fraction(b: Basis) -> float:
     """first_order_waste() at T with the stall held at the chosen interval's budget: the waste
     that Young's interval minimizes. Source: Young (1974)."""
     return first_order_waste(
-        b["interval_s"], b.chosen["stall_budget_s"], b.profile.failures.restart_s, b["mtbf_s"]
+        b["interval_s"], b.chosen["stall_budget_s"], b["restart_cost_s"], b["mtbf_s"]
     )
 
 
@@ -694,13 +763,14 @@ def sweep(profile: Profile, intervals_s: list[float] | None = None) -> list[dict
     at the chosen interval's budget instead, and is the first-order waste that Young's
     interval minimizes.
 
-    Default intervals: 0.25x, 0.5x, 1x, 2x, 4x the profile's interval, plus Young's optimum
-    for the profile's stall budget. Each row has ``label`` "chosen", "Young" or ""."""
+    Default intervals: 0.25x, 0.5x, 1x, 2x, 4x the profile's interval, plus Young's and Daly's
+    optima for the stall budget at the chosen interval. Each row has ``label`` "chosen",
+    "Young", "Daly" or ""."""
     dist = shard_distribution(profile)
     chosen = Basis(profile, dist, profile.checkpoint.interval_s)
     if intervals_s is None:
         intervals_s = [chosen["interval_s"] * f for f in (0.25, 0.5, 1.0, 2.0, 4.0)]
-        intervals_s.append(chosen["optimal_interval_s"])
+        intervals_s += [chosen["optimal_interval_s"], chosen["daly_interval_s"]]
     rows = []
     for interval in sorted(set(intervals_s)):
         basis = Basis(profile, dist, interval, chosen)
@@ -709,6 +779,8 @@ def sweep(profile: Profile, intervals_s: list[float] | None = None) -> list[dict
             label = "chosen"
         elif math.isclose(interval, chosen["optimal_interval_s"]):
             label = "Young"
+        elif math.isclose(interval, chosen["daly_interval_s"]):
+            label = "Daly"
         rows.append(
             {"interval_s": interval, "label": label, **{n: basis[n] for n in SWEEP_COLUMNS}}
         )

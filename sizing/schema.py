@@ -63,7 +63,10 @@ class ClusterSpec:
 
 @dataclass(frozen=True)
 class FailureSpec:
-    """Observed unexpected interruptions over a window at a GPU count (YAML: window_days)."""
+    """Observed unexpected interruptions over a window at a GPU count (YAML: window_days).
+
+    ``restart_s`` is the relaunch time per failure (requeue, process start, communicator
+    set-up), not the checkpoint read, which is restart.read_s; a restart costs both."""
 
     interruptions: int = field(metadata=_POSITIVE)
     window_s: float = field(metadata=meta("days", gt=0, key="window_days"))

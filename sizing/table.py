@@ -105,14 +105,17 @@ def sweep_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def render_sweep(profile: Profile, sizing: Sizing, rows: Sequence[dict[str, Any]]) -> str:
+    stall = format_seconds(sizing.stall_budget_s)
     intro = (
         f"Cluster profile {profile.name}: interval sweep at overhead budget "
         f"{format_fraction(profile.checkpoint.overhead_budget)}, MTBF "
-        f"{format_seconds(sizing.mtbf_s)}, {format_bytes(sizing.written_bytes)} per checkpoint; "
-        f"Young's optimum {format_seconds(sizing.optimal_interval_s)} for a "
-        f"{format_seconds(sizing.stall_budget_s)} stall.\n"
-        "goodput loss: lost work + the overhead budget (the stall budget scales with the "
-        "interval); waste at fixed stall: lost work + a "
-        f"{format_seconds(sizing.stall_budget_s)} stall per checkpoint (Young 1974)"
+        f"{format_seconds(sizing.mtbf_s)}, {format_bytes(sizing.written_bytes)} per checkpoint, "
+        f"{format_seconds(sizing.restart_cost_s)} restart per failure; Young's optimum "
+        f"{format_seconds(sizing.optimal_interval_s)} and Daly's "
+        f"{format_seconds(sizing.daly_interval_s)} for a {stall} stall (the stall budget at the "
+        f"chosen {format_seconds(sizing.interval_s)}).\n"
+        "goodput loss: lost work + restart + the overhead budget (the stall budget scales with "
+        f"the interval); waste at fixed stall: lost work + restart + a {stall} stall per "
+        "checkpoint (Young 1974)"
     )
     return intro + "\n\n" + sweep_table(rows)

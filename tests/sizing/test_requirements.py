@@ -9,9 +9,11 @@ from ckptgate.sizing import SHIPPED_PROFILES, Requirement, derive, load_profile
 from ckptgate.sizing.requirements import (
     DEFINITIONS,
     SWEEP_COLUMNS,
+    daly_interval_s,
     first_order_waste,
     lost_work_fraction,
     mtbf_s,
+    restart_loss_fraction,
     sweep,
     young_interval_s,
 )
@@ -26,7 +28,9 @@ REL = 1e-9  # float tolerance where the arithmetic is exact up to rounding
 # sync 5.67e12 / 6 = 945e9 B/s; async 5.67e12 / 600 = 9.45e9, x 2.5 = 23.625e9 B/s;
 # files 16384 + 1; window 600 / 2.5 = 240 s; 16385 / 240 = 68.27 /s; read 5.67e12 / 120 =
 # 47.25e9 B/s; retained 10 x 5.67e12 = 56.7e12 B; Young sqrt(2 x 6 x 11135.08) = 365.5 s;
-# lost work (600 / 2 + 0) / 11135.08 = 2.694 %.
+# lost work 600 / 2 / 11135.08 = 2.694 %; restart 0 s relaunch + 120 s read = 120 s,
+# 120 / 11135.08 = 1.078 %; goodput loss 2.694 + 1.078 + 1 (stall) = 4.772 %;
+# Daly 365.54 x (1 + sqrt(6 / 22270.17) / 3 + 6 / 22270.17 / 9) - 6 = 361.55 s.
 WORKED_405B = {
     "parameters": 405e9,
     "checkpoint_bytes": 5.67e12,
@@ -46,8 +50,18 @@ WORKED_405B = {
     "retained_bytes": 56.7e12,
     "optimal_interval_s": 365.5,
     "lost_work_fraction": 0.02694,
+    "restart_cost_s": 120,
+    "restart_loss_fraction": 0.010777,
+    "goodput_loss_fraction": 0.047719,
+    "daly_interval_s": 361.55,
 }
-ROUNDED = {"optimal_interval_s": 0.05, "lost_work_fraction": 0.00001}
+ROUNDED = {
+    "optimal_interval_s": 0.05,
+    "daly_interval_s": 0.05,
+    "lost_work_fraction": 0.00001,
+    "restart_loss_fraction": 0.000001,
+    "goodput_loss_fraction": 0.000001,
+}
 
 
 @pytest.mark.parametrize("name", list(WORKED_405B))
@@ -242,9 +256,60 @@ def test_young_interval_minimizes_first_order_waste(stall_s, mtbf, restart_s, st
         assert first_order_waste(neighbour, stall_s, restart_s, mtbf) >= at_best * (1 - 1e-12)
 
 
-def test_lost_work_is_half_an_interval_plus_restart_over_mtbf():
-    assert lost_work_fraction(600, 0, 11135.0) == 300 / 11135.0
-    assert lost_work_fraction(600, 100, 1000.0) == 0.4
+def test_lost_work_is_half_an_interval_over_mtbf_and_restart_is_apart():
+    assert lost_work_fraction(600, 11135.0) == 300 / 11135.0
+    assert restart_loss_fraction(120, 1000.0) == 0.12
+    assert first_order_waste(600, 6, 100, 1000.0) == pytest.approx(0.01 + 0.3 + 0.1)
+
+
+@pytest.mark.parametrize("name", SHIPPED_PROFILES)
+def test_restart_costs_relaunch_plus_checkpoint_read(name):
+    profile = load_profile(name, ["failures.restart_s=300"])
+    s = derive(profile)
+    assert s.restart_cost_s == 300 + profile.restart.read_s
+    assert s.goodput_loss_fraction == pytest.approx(
+        s.lost_work_fraction + s.restart_cost_s / s.mtbf_s + s.stall_budget_s / s.interval_s
+    )
+
+
+def _daly_wall_clock(interval_s, stall_s, mtbf_s):
+    """Daly (2006) eq. (13) per unit of solve time, the restart term dropped (it does not move
+    the optimum): M e^{R/M} (e^{(tau + d)/M} - 1) / tau."""
+    return mtbf_s * math.expm1((interval_s + stall_s) / mtbf_s) / interval_s
+
+
+@given(stall_s=st.floats(0.1, 600), mtbf=st.floats(3600, 1e7))
+@example(stall_s=6.0, mtbf=4665600 / 419)  # 405b
+@example(stall_s=6.0, mtbf=4665600 / 419 * 16)  # 70b
+@example(stall_s=6.0, mtbf=4665600 / 419 * 256)  # 7b
+@example(stall_s=3.0, mtbf=4665600 / 419 * 4096)  # tmpfs
+def test_daly_interval_is_nearer_the_exact_optimum_than_young(stall_s, mtbf):
+    lo, hi = 1e-3, 10 * math.sqrt(2 * stall_s * mtbf)
+    for _ in range(200):  # golden-section search of the exponential model's minimum
+        a, b = lo + (hi - lo) * 0.382, lo + (hi - lo) * 0.618
+        if _daly_wall_clock(a, stall_s, mtbf) < _daly_wall_clock(b, stall_s, mtbf):
+            hi = b
+        else:
+            lo = a
+    exact = (lo + hi) / 2
+    daly, young = daly_interval_s(stall_s, mtbf), young_interval_s(stall_s, mtbf)
+    assert abs(daly - exact) <= abs(young - exact) + 1e-6 * exact
+
+
+@settings(max_examples=20, deadline=None)
+@given(name=shipped_names, factor=st.floats(0.1, 10))
+@example(name="405b", factor=2.0)
+@example(name="70b", factor=2.0)
+@example(name="7b", factor=2.0)
+@example(name="tmpfs", factor=2.0)
+def test_young_and_daly_do_not_move_across_the_sweep(name, factor):
+    profile = SHIPPED[name]
+    s = derive(profile)
+    assert s.optimal_interval_s == young_interval_s(s.stall_budget_s, s.mtbf_s)
+    assert s.daly_interval_s == daly_interval_s(s.stall_budget_s, s.mtbf_s)
+    rows = sweep(profile, [profile.checkpoint.interval_s * factor, s.optimal_interval_s])
+    waste = {r["label"]: r["waste_at_fixed_stall_fraction"] for r in rows}
+    assert waste["Young"] <= min(waste.values())
 
 
 def test_sync_mode_creates_files_within_the_stall_budget():
