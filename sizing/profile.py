@@ -29,7 +29,16 @@ from ckptgate.sizing.schema import (
     cross_check,
 )
 
-SHIPPED_PROFILES: tuple[str, ...] = ("7b", "70b", "405b", "tmpfs")
+SHIPPED_PROFILES: tuple[str, ...] = (
+    "7b",
+    "70b",
+    "405b",
+    "tmpfs",
+    "mlperf-8b",
+    "mlperf-70b",
+    "mlperf-405b",
+    "mlperf-1t",
+)
 
 __all__ = [
     "SHIPPED_PROFILES",

@@ -186,6 +186,10 @@ AGGREGATES = (
 @example(name="70b", factor=1, k=14)
 @example(name="7b", factor=1, k=14)
 @example(name="tmpfs", factor=1, k=14)
+@example(name="mlperf-8b", factor=1, k=14)
+@example(name="mlperf-70b", factor=1, k=14)
+@example(name="mlperf-405b", factor=1, k=14)
+@example(name="mlperf-1t", factor=1, k=14)
 def test_linear_in_parameters_and_bytes_per_parameter(name, factor, k):
     profile = SHIPPED[name]
     one = derive(with_model(profile, profile.parameters, 1))
@@ -228,6 +232,10 @@ def test_more_gpus_give_a_shorter_mtbf(gpus, more, interruptions, window_s):
 @example(name="70b", factor=2.0)
 @example(name="7b", factor=2.0)
 @example(name="tmpfs", factor=2.0)
+@example(name="mlperf-8b", factor=2.0)
+@example(name="mlperf-70b", factor=2.0)
+@example(name="mlperf-405b", factor=2.0)
+@example(name="mlperf-1t", factor=2.0)
 def test_longer_interval_lowers_bandwidth_and_raises_lost_work(name, factor):
     profile = SHIPPED[name]
     short = derive(profile)
@@ -302,6 +310,10 @@ def test_daly_interval_is_nearer_the_exact_optimum_than_young(stall_s, mtbf):
 @example(name="70b", factor=2.0)
 @example(name="7b", factor=2.0)
 @example(name="tmpfs", factor=2.0)
+@example(name="mlperf-8b", factor=2.0)
+@example(name="mlperf-70b", factor=2.0)
+@example(name="mlperf-405b", factor=2.0)
+@example(name="mlperf-1t", factor=2.0)
 def test_young_and_daly_do_not_move_across_the_sweep(name, factor):
     profile = SHIPPED[name]
     s = derive(profile)
@@ -356,6 +368,10 @@ def test_sweep_row_at_the_chosen_interval_is_derive(name):
 @example(name="70b", factor=2.0)
 @example(name="7b", factor=2.0)
 @example(name="tmpfs", factor=2.0)
+@example(name="mlperf-8b", factor=2.0)
+@example(name="mlperf-70b", factor=2.0)
+@example(name="mlperf-405b", factor=2.0)
+@example(name="mlperf-1t", factor=2.0)
 def test_sweep_at_another_interval_is_derive_at_that_interval(name, factor):
     # The sweep evaluates the same definitions; only numbers held at the chosen interval
     # (the fixed-stall waste) differ from deriving a profile with that interval.
@@ -382,3 +398,19 @@ def test_table_rows_are_the_definitions_in_order(name):
             d.measured_by,
         )
         assert d.value.__doc__ and "Source" in d.value.__doc__, key
+
+
+@pytest.mark.parametrize(
+    ("name", "published_gib"),
+    [("mlperf-8b", 105), ("mlperf-70b", 912), ("mlperf-405b", 5290)],
+)
+def test_mlperf_profiles_match_mlperfs_binary_sizes(name, published_gib):
+    # MLPerf Storage prints GiB (and GiB / 1000 as "TB"): 105 GB, 912 GB, 5.29 TB.
+    gib = derive(SHIPPED[name]).checkpoint_bytes / 2**30
+    assert abs(gib - published_gib) <= 0.005 * published_gib
+
+
+def test_mlperf_1t_counts_with_an_explicit_head_dim():
+    s = derive(SHIPPED["mlperf-1t"])
+    assert SHIPPED["mlperf-1t"].model.architecture.head_dim == 134
+    assert s.parameters == 1_182_081_357_072 and s.gpus == 1024
