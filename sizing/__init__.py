@@ -6,23 +6,12 @@ No I/O beyond reading the profile file, and no pytest, fsspec or numpy imports.
 from ckptgate.sizing.architecture import count_parameters
 from ckptgate.sizing.profile import (
     SHIPPED_PROFILES,
-    Architecture,
-    CheckpointSpec,
-    ClusterSpec,
-    DcpSpec,
-    FailureSpec,
-    ModelSpec,
-    Parallelism,
-    Profile,
-    ProfileError,
-    RestartSpec,
-    RetentionSpec,
-    RunSpec,
     dump_profile,
     load_profile,
     profile_from_dict,
     profile_to_dict,
 )
+from ckptgate.sizing.reader import ProfileError
 from ckptgate.sizing.requirements import (
     Requirement,
     Sizing,
@@ -32,6 +21,19 @@ from ckptgate.sizing.requirements import (
     mtbf_s,
     sweep,
     young_interval_s,
+)
+from ckptgate.sizing.schema import (
+    Architecture,
+    CheckpointSpec,
+    ClusterSpec,
+    DcpSpec,
+    FailureSpec,
+    ModelSpec,
+    Parallelism,
+    Profile,
+    RestartSpec,
+    RetentionSpec,
+    RunSpec,
 )
 from ckptgate.sizing.shards import ShardDistribution, played_ranks, shard_distribution
 from ckptgate.sizing.units import (

@@ -3,8 +3,9 @@
 The rule counts what a decoder-only transformer with untied embeddings holds:
 
 - token embedding and a separate output head, vocab x hidden each;
-- per layer, attention with grouped-query K/V: hidden x hidden for Q and for O, and
-  hidden x (kv_heads x head_dim) for K and for V, head_dim = hidden / heads;
+- per layer, attention with grouped-query K/V: hidden x (heads x head_dim) for Q and for O,
+  and hidden x (kv_heads x head_dim) for K and for V; head_dim is the architecture's explicit
+  head_dim (Megatron-LM's kv_channels), else hidden / heads, when Q and O are hidden x hidden;
 - per layer, a gated MLP (gate, up, down): 3 x hidden x ffn_hidden;
 - per layer, two RMSNorm weight vectors (hidden each), and one final norm (hidden).
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ckptgate.sizing.profile import Architecture
+    from ckptgate.sizing.schema import Architecture
 
 
 def embedding_parameters(arch: Architecture) -> int:
@@ -29,13 +30,18 @@ def output_head_parameters(arch: Architecture) -> int:
     return arch.vocab * arch.hidden
 
 
+def head_dim(arch: Architecture) -> int:
+    """Width of one attention head: the explicit head_dim, else hidden // heads."""
+    return arch.head_dim if arch.head_dim is not None else arch.hidden // arch.heads
+
+
 def layer_parameters(arch: Architecture) -> int:
-    """One transformer block: Q, O (h*h each), K, V (h*kv_heads*head_dim each), gated MLP
-    (3*h*ffn), two RMSNorms (h each)."""
+    """One transformer block: Q, O (h*heads*head_dim each), K, V (h*kv_heads*head_dim each),
+    gated MLP (3*h*ffn), two RMSNorms (h each)."""
     h = arch.hidden
-    head_dim = h // arch.heads
-    kv_width = arch.kv_heads * head_dim
-    attention = 2 * h * h + 2 * h * kv_width
+    q_width = arch.heads * head_dim(arch)
+    kv_width = arch.kv_heads * head_dim(arch)
+    attention = 2 * h * q_width + 2 * h * kv_width
     mlp = 3 * h * arch.ffn_hidden
     norms = 2 * h
     return attention + mlp + norms

@@ -1,7 +1,11 @@
-"""Every derived number of SPEC.md as a Requirement value object; derive(); the interval sweep.
+"""Every derived number of SPEC.md, defined once; derive(); the interval sweep.
 
-Derived numbers are derived, not measured: each Requirement says which acceptance test module
-measures it (``measured_by``), or None where the number is derived only.
+Each requirement is one ``Definition``: its name, title and unit, the function that computes
+its value (docstring: the formula and its source), the formula with the profile's numbers
+filled in, the source, and the acceptance test module that measures it (``measured_by``; None
+where the number is derived only). ``derive`` evaluates every definition at the profile's
+checkpoint interval, the requirements table prints them, and ``sweep`` evaluates the same
+definitions at other intervals: no formula is written twice.
 
 Write rates and retained capacity use the bytes the ranks actually write (``written_bytes``),
 which equal the checkpoint bytes except under ``replicas_write: all``, where every dp replica
@@ -12,10 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptgate.sizing.profile import Profile
+from ckptgate.sizing.schema import Profile
 from ckptgate.sizing.shards import ShardDistribution, shard_distribution
 from ckptgate.sizing.units import (
     format_bytes,
@@ -38,6 +43,9 @@ SRC_SPEC = "SPEC.md"
 SRC_ZERO = "ZeRO (Rajbhandari et al., 2020): 16Ψ = 2Ψ + 2Ψ + 12Ψ; MLPerf Storage: 14 B/parameter"
 SRC_LLAMA3 = "The Llama 3 Herd of Models (Meta, 2024): 419 unexpected interruptions in 54 days"
 SRC_YOUNG = "Young (1974), A first order approximation to the optimum checkpoint interval"
+SRC_DALY = (
+    "Daly (2006), A higher order estimate of the optimum checkpoint interval for restart dumps"
+)
 SRC_DCP = "PyTorch Distributed Checkpoint: one file per rank plus .metadata"
 
 
@@ -91,24 +99,50 @@ def mtbf_s(interruptions: int, window_s: float, observed_gpus: int, gpus: int) -
     return window_s / interruptions * observed_gpus / gpus
 
 
-def lost_work_fraction(interval_s: float, restart_s: float, mtbf_s: float) -> float:
-    """Fraction of wall clock lost to failures, first order: (T/2 + restart_s) / mtbf_s; a
-    failure lands mid-interval on average. Dimensionless. Source: SPEC.md; Young (1974)."""
-    return (interval_s / 2 + restart_s) / mtbf_s
+def lost_work_fraction(interval_s: float, mtbf_s: float) -> float:
+    """Fraction of wall clock whose work is lost to failures and recomputed, first order:
+    (T/2) / mtbf_s; a failure lands mid-interval on average. Dimensionless. The restart after
+    each failure is restart_loss_fraction. Source: SPEC.md; Young (1974)."""
+    return interval_s / 2 / mtbf_s
+
+
+def restart_loss_fraction(restart_cost_s: float, mtbf_s: float) -> float:
+    """Fraction of wall clock spent restarting, first order: restart_cost_s / mtbf_s, where a
+    restart costs the relaunch (failures.restart_s: requeue, process start, communicator set-up)
+    plus the checkpoint read (restart.read_s). Source: SPEC.md; Daly (2006), whose R is this
+    restart time."""
+    return restart_cost_s / mtbf_s
 
 
 def young_interval_s(stall_s: float, mtbf_s: float) -> float:
     """Young's optimum checkpoint interval, seconds: sqrt(2 * stall_s * mtbf_s), where stall_s
-    is the time a checkpoint blocks training. Source: Young (1974), Communications of the ACM
-    17(9), "A first order approximation to the optimum checkpoint interval"."""
+    is the time a checkpoint blocks training and does not depend on the interval. Source:
+    Young (1974), Communications of the ACM 17(9), "A first order approximation to the optimum
+    checkpoint interval"."""
     return math.sqrt(2 * stall_s * mtbf_s)
 
 
+def daly_interval_s(stall_s: float, mtbf_s: float) -> float:
+    """Daly's higher-order optimum, seconds of compute between checkpoints:
+    sqrt(2 d M) * (1 + sqrt(d / (2 M)) / 3 + (d / (2 M)) / 9) - d for d < 2 M, else M, with
+    d = stall_s and M = mtbf_s; it tends to Young's as d / M -> 0. Source: Daly (2006), Future
+    Generation Computer Systems 22(3), "A higher order estimate of the optimum checkpoint
+    interval for restart dumps", eq. (37)."""
+    if stall_s >= 2 * mtbf_s:
+        return mtbf_s
+    ratio = stall_s / (2 * mtbf_s)
+    return math.sqrt(2 * stall_s * mtbf_s) * (1 + math.sqrt(ratio) / 3 + ratio / 9) - stall_s
+
+
 def first_order_waste(interval_s: float, stall_s: float, restart_s: float, mtbf_s: float) -> float:
-    """Fraction of wall clock wasted, first order: stall_s / T (saving) plus
-    (T/2 + restart_s) / mtbf_s (lost work). Its minimum over T is young_interval_s.
-    Source: Young (1974)."""
-    return stall_s / interval_s + lost_work_fraction(interval_s, restart_s, mtbf_s)
+    """Fraction of wall clock wasted, first order: stall_s / T (saving) plus T/2 / mtbf_s
+    (lost work) plus restart_s / mtbf_s (restart: relaunch and checkpoint read). For a stall
+    that does not scale with T its minimum over T is young_interval_s. Source: Young (1974)."""
+    return (
+        stall_s / interval_s
+        + lost_work_fraction(interval_s, mtbf_s)
+        + restart_loss_fraction(restart_s, mtbf_s)
+    )
 
 
 def stall_budget_s(overhead_budget: float, interval_s: float) -> float:
@@ -150,7 +184,10 @@ class Sizing:
     interval_s: float
     restart_s: float
     lost_work_fraction: float
+    restart_cost_s: float
+    restart_loss_fraction: float
     optimal_interval_s: float
+    daly_interval_s: float
     stall_budget_s: float
     goodput_loss_fraction: float
     goodput_budget: float | None
@@ -189,340 +226,562 @@ def _rank_position(dist: ShardDistribution, rank: int) -> str:
     return f"rank {rank}: pp {pp_idx}, dp {dp_idx}, tp {tp_idx}"
 
 
+# --- one definition per requirement ---------------------------------------------------------
+
+
+class Basis:
+    """The profile at one checkpoint interval: every definition's value, computed on first use.
+
+    ``chosen`` is the basis at the profile's own interval (itself, for derive); the sweep's
+    bases at other intervals refer to it for numbers that must not move with the interval."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        dist: ShardDistribution,
+        interval_s: float,
+        chosen: Basis | None = None,
+    ):
+        self.profile = profile
+        self.dist = dist
+        self.interval_s = interval_s
+        self.chosen: Basis = self if chosen is None else chosen
+        self._values: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._values:
+            self._values[name] = DEFINITIONS[name].value(self)
+        return self._values[name]
+
+    def requirement(self, name: str) -> Requirement:
+        d = DEFINITIONS[name]
+        return Requirement(
+            d.name, d.title, self[name], d.unit, d.formula(self), d.source, d.measured_by
+        )
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One requirement, defined once: what it is, how its value and its formula with numbers
+    are computed, where the formula comes from, which acceptance module measures it."""
+
+    name: str
+    title: str
+    unit: str
+    value: Callable[[Basis], Any]
+    formula: Callable[[Basis], str]
+    source: str
+    measured_by: str | None = None
+    in_table: bool = True  # False: a sweep column only
+
+
+DEFINITIONS: dict[str, Definition] = {}
+
+
+def define(
+    title: str,
+    unit: str,
+    formula: Callable[[Basis], str],
+    source: str,
+    measured_by: str | None = None,
+    in_table: bool = True,
+    name: str | None = None,
+) -> Callable[[Callable[[Basis], Any]], Callable[[Basis], Any]]:
+    """Register the decorated value function as the definition of the requirement ``name``
+    (default: the function's name; given where a formula function above has that name). The
+    table lists definitions in the order they are registered."""
+
+    def register(value: Callable[[Basis], Any]) -> Callable[[Basis], Any]:
+        key = name or value.__name__
+        DEFINITIONS[key] = Definition(
+            key, title, unit, value, formula, source, measured_by, in_table
+        )
+        return value
+
+    return register
+
+
+b_, s_ = format_bytes, format_seconds
+
+
+def _written_text(b: Basis) -> str:
+    """The bytes written per checkpoint, saying so when replicas add copies."""
+    if b["written_bytes"] != b["checkpoint_bytes"]:
+        return f"{b_(b['written_bytes'])} written"
+    return b_(b["checkpoint_bytes"])
+
+
+def _headroom_text(b: Basis) -> str:
+    return f"{b.profile.checkpoint.async_headroom:g} headroom"
+
+
+def _counted(b: Basis) -> bool:
+    return b.profile.model.parameters is None
+
+
+@define(
+    "Parameters (Ψ)",
+    "parameters",
+    lambda b: "counted from model.architecture" if _counted(b) else "model.parameters",
+    SRC_SPEC,
+)
+def parameters(b: Basis) -> int:
+    """Ψ: model.parameters, or counted from model.architecture (sizing.architecture).
+    Source: SPEC.md's counting rule; Llama 3 shapes (Meta, 2024)."""
+    return b.profile.parameters
+
+
+@define(
+    "Checkpoint size",
+    "B",
+    lambda b: (
+        f"{format_count(b['parameters'])} parameters x "
+        f"{b.profile.model.bytes_per_parameter} B/parameter"
+    ),
+    SRC_ZERO,
+    TEST_CHECKPOINT_BYTES,
+)
+def checkpoint_bytes(b: Basis) -> int:
+    """Ψ · K bytes. Source: ZeRO (Rajbhandari et al., 2020), 16Ψ = 2Ψ + 2Ψ + 12Ψ; MLPerf
+    Storage's 14 B/parameter."""
+    return b["parameters"] * b.profile.model.bytes_per_parameter
+
+
+@define(
+    "Weights-only (bf16) size",
+    "B",
+    lambda b: f"{format_count(b['parameters'])} parameters x 2 B/parameter",
+    SRC_SPEC,
+)
+def weights_only_bytes(b: Basis) -> int:
+    """Ψ · 2 bytes, the bf16 weights shipped to inference. Source: SPEC.md."""
+    return b["parameters"] * 2
+
+
+@define(
+    "Bytes written per checkpoint",
+    "B",
+    lambda b: (
+        f"sum of per-rank shards (replicas_write "
+        f"{b.profile.cluster.parallelism.replicas_write})"
+        + (
+            f"; {b_(b['checkpoint_bytes'])} checkpoint + replica copies"
+            if b["written_bytes"] != b["checkpoint_bytes"]
+            else ""
+        )
+    ),
+    SRC_ZERO,
+    TEST_WRITE_BURST,
+)
+def written_bytes(b: Basis) -> int:
+    """Sum of the per-rank shards (sizing.shards): checkpoint_bytes, plus the replicated state
+    again for every further dp replica under ``replicas_write: all``. Source: ZeRO (2020)."""
+    return b.dist.written_bytes
+
+
+@define(
+    "Mean shard per rank",
+    "B",
+    lambda b: f"{_written_text(b)} / {plural(b.profile.cluster.gpus, 'GPU')}",
+    SRC_SPEC,
+)
+def mean_shard_bytes(b: Basis) -> float:
+    """written_bytes / gpus. Source: SPEC.md."""
+    return b.dist.mean_bytes
+
+
+@define(
+    "Largest shard per rank",
+    "B",
+    lambda b: _rank_position(b.dist, b.dist.largest_rank),
+    "shard distribution (sizing.shards)",
+)
+def largest_shard_bytes(b: Basis) -> int:
+    """The largest per-rank shard. Source: the shard distribution (sizing.shards)."""
+    return b.dist.largest_bytes
+
+
+@define(
+    "Smallest shard per rank",
+    "B",
+    lambda b: _rank_position(b.dist, b.dist.per_rank_bytes.index(b.dist.smallest_bytes)),
+    "shard distribution (sizing.shards)",
+)
+def smallest_shard_bytes(b: Basis) -> int:
+    """The smallest per-rank shard. Source: the shard distribution (sizing.shards)."""
+    return b.dist.smallest_bytes
+
+
+@define(
+    "Mean bytes per node",
+    "B",
+    lambda b: f"{_written_text(b)} / {plural(b.profile.nodes, 'node')}",
+    SRC_SPEC,
+)
+def per_node_bytes(b: Basis) -> float:
+    """written_bytes / nodes. Source: SPEC.md."""
+    return b["written_bytes"] / b.profile.nodes
+
+
+@define(
+    "Largest node's bytes",
+    "B",
+    lambda b: f"sum of {b.profile.cluster.gpus_per_node} ranks' shards on the largest node",
+    "shard distribution (sizing.shards)",
+)
+def largest_node_bytes(b: Basis) -> int:
+    """The largest sum of one node's ranks' shards. Source: sizing.shards."""
+    return b.dist.largest_node_bytes
+
+
+@define(
+    "Job MTBF",
+    "s",
+    lambda b: (
+        f"{s_(b.profile.failures.window_s)} / {b.profile.failures.interruptions} "
+        f"interruptions x {format_count(b.profile.failures.observed_gpus)} observed GPUs / "
+        f"{format_count(b.profile.cluster.gpus)} GPUs"
+    ),
+    SRC_LLAMA3,
+    name="mtbf_s",
+)
+def mtbf_s_(b: Basis) -> float:
+    """mtbf_s() for the profile's failure record and GPU count. Source: SPEC.md; Llama 3."""
+    fail = b.profile.failures
+    return mtbf_s(fail.interruptions, fail.window_s, fail.observed_gpus, b.profile.cluster.gpus)
+
+
+@define("Checkpoint interval (T)", "s", lambda b: "checkpoint.interval_s", SRC_SPEC)
+def interval_s(b: Basis) -> float:
+    """T, the basis's interval: checkpoint.interval_s for derive. Source: SPEC.md."""
+    return b.interval_s
+
+
+@define(
+    "Lost work at T",
+    "fraction",
+    lambda b: f"{s_(b['interval_s'])} / 2 / {s_(b['mtbf_s'])} MTBF",
+    f"{SRC_SPEC}, first order",
+    name="lost_work_fraction",
+)
+def lost_work_fraction_(b: Basis) -> float:
+    """lost_work_fraction() at T: the work recomputed after a failure. Source: SPEC.md."""
+    return lost_work_fraction(b["interval_s"], b["mtbf_s"])
+
+
+@define(
+    "Restart cost per failure",
+    "s",
+    lambda b: (
+        f"{s_(b.profile.failures.restart_s)} relaunch (failures.restart_s) + "
+        f"{s_(b.profile.restart.read_s)} checkpoint read (restart.read_s)"
+    ),
+    SRC_SPEC,
+)
+def restart_cost_s(b: Basis) -> float:
+    """failures.restart_s (relaunch) + restart.read_s (loading the checkpoint), seconds of
+    wall clock per failure besides the lost work. Source: SPEC.md; Daly (2006)'s R."""
+    return b.profile.failures.restart_s + b.profile.restart.read_s
+
+
+@define(
+    "Restart loss",
+    "fraction",
+    lambda b: f"{s_(b['restart_cost_s'])} restart cost / {s_(b['mtbf_s'])} MTBF",
+    f"{SRC_SPEC}, first order",
+    name="restart_loss_fraction",
+)
+def restart_loss_fraction_(b: Basis) -> float:
+    """restart_loss_fraction() for the restart cost. Source: SPEC.md; Daly (2006)."""
+    return restart_loss_fraction(b["restart_cost_s"], b["mtbf_s"])
+
+
+@define(
+    "Young's optimal interval",
+    "s",
+    lambda b: f"sqrt(2 x {s_(b.chosen['stall_budget_s'])} stall x {s_(b['mtbf_s'])} MTBF)",
+    SRC_YOUNG,
+)
+def optimal_interval_s(b: Basis) -> float:
+    """young_interval_s() for a stall that does not scale with the interval: the stall budget
+    at the profile's chosen interval (overhead_budget x checkpoint.interval_s), so that the
+    optimum does not move with the interval it is meant to choose. Source: Young (1974)."""
+    return young_interval_s(b.chosen["stall_budget_s"], b["mtbf_s"])
+
+
+def _daly_formula(b: Basis) -> str:
+    d, m = s_(b.chosen["stall_budget_s"]), s_(b["mtbf_s"])
+    return f"sqrt(2 x {d} x {m}) x (1 + sqrt({d} / (2 x {m})) / 3 + {d} / (2 x {m}) / 9) - {d}"
+
+
+@define("Daly's optimal interval", "s", _daly_formula, SRC_DALY, name="daly_interval_s")
+def daly_interval_s_(b: Basis) -> float:
+    """daly_interval_s() for the same fixed stall as Young's. Source: Daly (2006)."""
+    return daly_interval_s(b.chosen["stall_budget_s"], b["mtbf_s"])
+
+
+@define(
+    "Stall budget per checkpoint",
+    "s",
+    lambda b: (
+        f"{format_fraction(b.profile.checkpoint.overhead_budget)} overhead budget x "
+        f"{s_(b['interval_s'])}"
+    ),
+    SRC_SPEC,
+    name="stall_budget_s",
+)
+def stall_budget_s_(b: Basis) -> float:
+    """stall_budget_s() at T. Source: SPEC.md."""
+    return stall_budget_s(b.profile.checkpoint.overhead_budget, b["interval_s"])
+
+
+def _goodput_formula(b: Basis) -> str:
+    ckpt = b.profile.checkpoint
+    budget = f"; budget {format_fraction(ckpt.goodput_budget)}" if ckpt.goodput_budget else ""
+    return (
+        f"{format_fraction(b['lost_work_fraction'])} lost work + "
+        f"{format_fraction(b['restart_loss_fraction'])} restart + "
+        f"{format_fraction(ckpt.overhead_budget)} stall{budget}"
+    )
+
+
+@define("Goodput loss (lost work + restart + stalls)", "fraction", _goodput_formula, SRC_YOUNG)
+def goodput_loss_fraction(b: Basis) -> float:
+    """first_order_waste() at T with the stall budget at T and the restart cost (relaunch and
+    checkpoint read). Source: Young (1974); Daly (2006)."""
+    return first_order_waste(b["interval_s"], b["stall_budget_s"], b["restart_cost_s"], b["mtbf_s"])
+
+
+@define(
+    "Waste at the chosen interval's stall",
+    "fraction",
+    lambda b: f"{s_(b.chosen['stall_budget_s'])} stall / {s_(b['interval_s'])} + lost work",
+    SRC_YOUNG,
+    in_table=False,
+)
+def waste_at_fixed_stall_fraction(b: Basis) -> float:
+    """first_order_waste() at T with the stall held at the chosen interval's budget: the waste
+    that Young's interval minimizes. Source: Young (1974)."""
+    return first_order_waste(
+        b["interval_s"], b.chosen["stall_budget_s"], b["restart_cost_s"], b["mtbf_s"]
+    )
+
+
+@define(
+    "Sync write bandwidth (aggregate)",
+    "B/s",
+    lambda b: f"{_written_text(b)} / {s_(b['stall_budget_s'])} stall budget",
+    SRC_SPEC,
+    TEST_WRITE_BURST,
+)
+def sync_write_bytes_per_s(b: Basis) -> float:
+    """written_bytes / stall_budget_s. Source: SPEC.md."""
+    return b["written_bytes"] / b["stall_budget_s"]
+
+
+@define(
+    "Sync write bandwidth per node",
+    "B/s",
+    lambda b: (
+        f"{b_(b['largest_node_bytes'])} largest node / {s_(b['stall_budget_s'])} stall budget"
+    ),
+    SRC_SPEC,
+    TEST_WRITE_BURST,
+)
+def sync_write_bytes_per_s_per_node(b: Basis) -> float:
+    """largest_node_bytes / stall_budget_s. Source: SPEC.md."""
+    return b["largest_node_bytes"] / b["stall_budget_s"]
+
+
+@define(
+    "Sync write bandwidth per rank",
+    "B/s",
+    lambda b: (
+        f"{b_(b['largest_shard_bytes'])} largest shard / {s_(b['stall_budget_s'])} stall budget"
+    ),
+    SRC_SPEC,
+    TEST_WRITE_BURST,
+)
+def sync_write_bytes_per_s_per_rank(b: Basis) -> float:
+    """largest_shard_bytes / stall_budget_s. Source: SPEC.md."""
+    return b["largest_shard_bytes"] / b["stall_budget_s"]
+
+
+@define(
+    "Async persist bandwidth (minimum)",
+    "B/s",
+    lambda b: f"{_written_text(b)} / {s_(b['interval_s'])}",
+    SRC_SPEC,
+    TEST_WRITE_BURST,
+)
+def async_persist_min_bytes_per_s(b: Basis) -> float:
+    """written_bytes / T: each checkpoint persisted before the next starts. Source: SPEC.md."""
+    return b["written_bytes"] / b["interval_s"]
+
+
+@define(
+    "Async persist bandwidth (planned)",
+    "B/s",
+    lambda b: f"{_written_text(b)} / {s_(b['interval_s'])} x {_headroom_text(b)}",
+    SRC_SPEC,
+    TEST_WRITE_BURST,
+)
+def async_persist_planned_bytes_per_s(b: Basis) -> float:
+    """written_bytes / T x async_headroom (contention with training I/O). Source: SPEC.md."""
+    return b["written_bytes"] / b["interval_s"] * b.profile.checkpoint.async_headroom
+
+
+def _staging_formula(b: Basis) -> str:
+    n = b.profile.checkpoint.staging_buffers
+    return f"{b_(b['largest_node_bytes'])} largest node x {n} staging buffer{'s' if n != 1 else ''}"
+
+
+@define(
+    "Host staging memory per node",
+    "B",
+    _staging_formula,
+    f"{SRC_SPEC}; PyTorch DCP async_save stages to CPU memory",
+)
+def staging_bytes_per_node(b: Basis) -> int:
+    """largest_node_bytes x staging_buffers. Source: SPEC.md; PyTorch DCP async_save."""
+    return b["largest_node_bytes"] * b.profile.checkpoint.staging_buffers
+
+
+@define(
+    "Files per checkpoint",
+    "files",
+    lambda b: (
+        f"{format_count(b.profile.cluster.gpus)} GPUs x "
+        f"{b.profile.checkpoint.files_per_rank} file/rank + 1 .metadata"
+    ),
+    SRC_DCP,
+    TEST_METADATA_STORM,
+)
+def files_per_checkpoint(b: Basis) -> int:
+    """gpus x files_per_rank + 1 global .metadata. Source: PyTorch Distributed Checkpoint."""
+    return b.profile.cluster.gpus * b.profile.checkpoint.files_per_rank + 1
+
+
+@define(
+    "File-create window",
+    "s",
+    lambda b: (
+        f"{s_(b['stall_budget_s'])} stall budget (sync)"
+        if b.profile.checkpoint.mode == "sync"
+        else f"{s_(b['interval_s'])} / {_headroom_text(b)} (async)"
+    ),
+    SRC_SPEC,
+    name="create_window_s",
+)
+def create_window_s_(b: Basis) -> float:
+    """create_window_s() at T. Source: SPEC.md."""
+    ckpt = b.profile.checkpoint
+    return create_window_s(ckpt.mode, b["stall_budget_s"], b["interval_s"], ckpt.async_headroom)
+
+
+@define(
+    "File-create rate",
+    "1/s",
+    lambda b: f"{format_count(b['files_per_checkpoint'])} files / {s_(b['create_window_s'])}",
+    SRC_SPEC,
+    TEST_METADATA_STORM,
+)
+def create_rate_per_s(b: Basis) -> float:
+    """files_per_checkpoint / create_window_s. Source: SPEC.md."""
+    return b["files_per_checkpoint"] / b["create_window_s"]
+
+
+@define(
+    "Restart read bandwidth",
+    "B/s",
+    lambda b: f"{b_(b['checkpoint_bytes'])} / {s_(b.profile.restart.read_s)} restart.read_s",
+    SRC_SPEC,
+    TEST_RESTART_READ,
+)
+def restart_read_bytes_per_s(b: Basis) -> float:
+    """checkpoint_bytes / restart.read_s: a restore reads one copy. Source: SPEC.md."""
+    return b["checkpoint_bytes"] / b.profile.restart.read_s
+
+
+@define(
+    "Retained capacity (hot tier)",
+    "B",
+    lambda b: (
+        f"{_written_text(b)} x {b.profile.retention.count} checkpoints x "
+        f"(1 + {b.profile.retention.protection_overhead:g} protection)"
+    ),
+    SRC_SPEC,
+    TEST_RETENTION,
+)
+def retained_bytes(b: Basis) -> int:
+    """written_bytes x retention.count x (1 + protection_overhead), rounded to the byte.
+    Source: SPEC.md."""
+    retention = b.profile.retention
+    return round(b["written_bytes"] * retention.count * (1 + retention.protection_overhead))
+
+
 def derive(profile: Profile) -> Sizing:
-    """The sizing for a profile: every SPEC.md output, and the Requirement for each."""
-    cluster, ckpt = profile.cluster, profile.checkpoint
-    fail = profile.failures
-    psi, k = profile.parameters, profile.model.bytes_per_parameter
-    gpus, nodes = cluster.gpus, profile.nodes
+    """The sizing for a profile: every definition evaluated at the profile's interval."""
     dist = shard_distribution(profile)
-
-    checkpoint_bytes = psi * k
-    written = dist.written_bytes
-    interval = ckpt.interval_s
-    mtbf = mtbf_s(fail.interruptions, fail.window_s, fail.observed_gpus, gpus)
-    lost = lost_work_fraction(interval, fail.restart_s, mtbf)
-    stall = stall_budget_s(ckpt.overhead_budget, interval)
-    young = young_interval_s(stall, mtbf)
-    goodput_loss = first_order_waste(interval, stall, fail.restart_s, mtbf)
-    window = create_window_s(ckpt.mode, stall, interval, ckpt.async_headroom)
-    files = gpus * ckpt.files_per_rank + 1
-    # Bytes are ints: round the protected capacity to the byte.
-    retention = profile.retention
-    retained = round(written * retention.count * (1 + retention.protection_overhead))
-
-    values: dict[str, Any] = dict(
+    basis = Basis(profile, dist, profile.checkpoint.interval_s)
+    requirements = {name: basis.requirement(name) for name, d in DEFINITIONS.items() if d.in_table}
+    return Sizing(
         profile_name=profile.name,
         description=profile.description,
-        mode=ckpt.mode,
-        parameters=psi,
-        bytes_per_parameter=k,
-        gpus=gpus,
-        nodes=nodes,
-        checkpoint_bytes=checkpoint_bytes,
-        weights_only_bytes=psi * 2,
-        written_bytes=written,
-        mean_shard_bytes=dist.mean_bytes,
-        largest_shard_bytes=dist.largest_bytes,
+        mode=profile.checkpoint.mode,
+        bytes_per_parameter=profile.model.bytes_per_parameter,
+        gpus=profile.cluster.gpus,
+        nodes=profile.nodes,
         largest_shard_rank=dist.largest_rank,
-        smallest_shard_bytes=dist.smallest_bytes,
-        per_node_bytes=written / nodes,
-        largest_node_bytes=dist.largest_node_bytes,
         shard_policy=dist.policy_note,
-        mtbf_s=mtbf,
-        interval_s=interval,
-        restart_s=fail.restart_s,
-        lost_work_fraction=lost,
-        optimal_interval_s=young,
-        stall_budget_s=stall,
-        goodput_loss_fraction=goodput_loss,
-        goodput_budget=ckpt.goodput_budget,
-        sync_write_bytes_per_s=written / stall,
-        sync_write_bytes_per_s_per_node=dist.largest_node_bytes / stall,
-        sync_write_bytes_per_s_per_rank=dist.largest_bytes / stall,
-        async_persist_min_bytes_per_s=written / interval,
-        async_persist_planned_bytes_per_s=written / interval * ckpt.async_headroom,
-        staging_bytes_per_node=dist.largest_node_bytes * ckpt.staging_buffers,
-        files_per_checkpoint=files,
-        create_window_s=window,
-        create_rate_per_s=files / window,
+        restart_s=profile.failures.restart_s,
+        goodput_budget=profile.checkpoint.goodput_budget,
         restart_read_s=profile.restart.read_s,
-        restart_read_bytes_per_s=checkpoint_bytes / profile.restart.read_s,
-        retained_bytes=retained,
+        **{name: r.value for name, r in requirements.items()},
+        requirements=requirements,
+        distribution=dist,
     )
-    requirements = _requirements(profile, dist, values)
-    return Sizing(**values, requirements=requirements, distribution=dist)
 
 
-def _requirements(
-    profile: Profile, dist: ShardDistribution, v: dict[str, Any]
-) -> dict[str, Requirement]:
-    ckpt, fail = profile.checkpoint, profile.failures
-    b, s = format_bytes, format_seconds
-    ckpt_b = b(v["checkpoint_bytes"])
-    duplicates = v["written_bytes"] != v["checkpoint_bytes"]
-    written_b = f"{b(v['written_bytes'])} written" if duplicates else ckpt_b
-    headroom = f"{ckpt.async_headroom:g} headroom"
-    counted = profile.model.parameters is None
-    psi_text = format_count(v["parameters"])
-    rows = [
-        (
-            "parameters",
-            "Parameters (Ψ)",
-            "parameters",
-            "counted from model.architecture" if counted else "model.parameters",
-            "SPEC.md counting rule; Llama 3 shapes (Meta, 2024)" if counted else SRC_SPEC,
-            None,
-        ),
-        (
-            "checkpoint_bytes",
-            "Checkpoint size",
-            "B",
-            f"{psi_text} parameters x {v['bytes_per_parameter']} B/parameter",
-            SRC_ZERO,
-            TEST_CHECKPOINT_BYTES,
-        ),
-        (
-            "weights_only_bytes",
-            "Weights-only (bf16) size",
-            "B",
-            f"{psi_text} parameters x 2 B/parameter",
-            SRC_SPEC,
-            None,
-        ),
-        (
-            "written_bytes",
-            "Bytes written per checkpoint",
-            "B",
-            f"sum of per-rank shards (replicas_write {profile.cluster.parallelism.replicas_write})"
-            + (f"; {ckpt_b} checkpoint + replica copies" if duplicates else ""),
-            SRC_ZERO,
-            TEST_WRITE_BURST,
-        ),
-        (
-            "mean_shard_bytes",
-            "Mean shard per rank",
-            "B",
-            f"{written_b} / {plural(v['gpus'], 'GPU')}",
-            SRC_SPEC,
-            None,
-        ),
-        (
-            "largest_shard_bytes",
-            "Largest shard per rank",
-            "B",
-            _rank_position(dist, dist.largest_rank),
-            "shard distribution (sizing.shards)",
-            None,
-        ),
-        (
-            "smallest_shard_bytes",
-            "Smallest shard per rank",
-            "B",
-            _rank_position(dist, dist.per_rank_bytes.index(dist.smallest_bytes)),
-            "shard distribution (sizing.shards)",
-            None,
-        ),
-        (
-            "per_node_bytes",
-            "Mean bytes per node",
-            "B",
-            f"{written_b} / {plural(v['nodes'], 'node')}",
-            SRC_SPEC,
-            None,
-        ),
-        (
-            "largest_node_bytes",
-            "Largest node's bytes",
-            "B",
-            f"sum of {profile.cluster.gpus_per_node} ranks' shards on the largest node",
-            "shard distribution (sizing.shards)",
-            None,
-        ),
-        (
-            "mtbf_s",
-            "Job MTBF",
-            "s",
-            f"{s(fail.window_s)} / {fail.interruptions} interruptions x "
-            f"{format_count(fail.observed_gpus)} observed GPUs / {format_count(v['gpus'])} GPUs",
-            SRC_LLAMA3,
-            None,
-        ),
-        ("interval_s", "Checkpoint interval (T)", "s", "checkpoint.interval_s", SRC_SPEC, None),
-        (
-            "lost_work_fraction",
-            "Lost work at T",
-            "fraction",
-            f"({s(v['interval_s'])} / 2 + {s(v['restart_s'])} restart) / {s(v['mtbf_s'])} MTBF",
-            f"{SRC_SPEC}, first order",
-            None,
-        ),
-        (
-            "optimal_interval_s",
-            "Young's optimal interval",
-            "s",
-            f"sqrt(2 x {s(v['stall_budget_s'])} stall x {s(v['mtbf_s'])} MTBF)",
-            SRC_YOUNG,
-            None,
-        ),
-        (
-            "stall_budget_s",
-            "Stall budget per checkpoint",
-            "s",
-            f"{format_fraction(ckpt.overhead_budget)} overhead budget x {s(v['interval_s'])}",
-            SRC_SPEC,
-            None,
-        ),
-        (
-            "goodput_loss_fraction",
-            "Goodput loss (lost work + stalls)",
-            "fraction",
-            f"{format_fraction(v['lost_work_fraction'])} lost work + "
-            f"{format_fraction(ckpt.overhead_budget)} stall"
-            + (f"; budget {format_fraction(ckpt.goodput_budget)}" if ckpt.goodput_budget else ""),
-            SRC_YOUNG,
-            None,
-        ),
-        (
-            "sync_write_bytes_per_s",
-            "Sync write bandwidth (aggregate)",
-            "B/s",
-            f"{written_b} / {s(v['stall_budget_s'])} stall budget",
-            SRC_SPEC,
-            TEST_WRITE_BURST,
-        ),
-        (
-            "sync_write_bytes_per_s_per_node",
-            "Sync write bandwidth per node",
-            "B/s",
-            f"{b(v['largest_node_bytes'])} largest node / {s(v['stall_budget_s'])} stall budget",
-            SRC_SPEC,
-            TEST_WRITE_BURST,
-        ),
-        (
-            "sync_write_bytes_per_s_per_rank",
-            "Sync write bandwidth per rank",
-            "B/s",
-            f"{b(v['largest_shard_bytes'])} largest shard / {s(v['stall_budget_s'])} stall budget",
-            SRC_SPEC,
-            TEST_WRITE_BURST,
-        ),
-        (
-            "async_persist_min_bytes_per_s",
-            "Async persist bandwidth (minimum)",
-            "B/s",
-            f"{written_b} / {s(v['interval_s'])}",
-            SRC_SPEC,
-            TEST_WRITE_BURST,
-        ),
-        (
-            "async_persist_planned_bytes_per_s",
-            "Async persist bandwidth (planned)",
-            "B/s",
-            f"{written_b} / {s(v['interval_s'])} x {headroom}",
-            SRC_SPEC,
-            TEST_WRITE_BURST,
-        ),
-        (
-            "staging_bytes_per_node",
-            "Host staging memory per node",
-            "B",
-            f"{b(v['largest_node_bytes'])} largest node x {ckpt.staging_buffers} staging "
-            f"buffer{'s' if ckpt.staging_buffers != 1 else ''}",
-            f"{SRC_SPEC}; PyTorch DCP async_save stages to CPU memory",
-            None,
-        ),
-        (
-            "files_per_checkpoint",
-            "Files per checkpoint",
-            "files",
-            f"{format_count(v['gpus'])} GPUs x {ckpt.files_per_rank} file/rank + 1 .metadata",
-            SRC_DCP,
-            TEST_METADATA_STORM,
-        ),
-        (
-            "create_window_s",
-            "File-create window",
-            "s",
-            f"{s(v['stall_budget_s'])} stall budget (sync)"
-            if ckpt.mode == "sync"
-            else f"{s(v['interval_s'])} / {headroom} (async)",
-            SRC_SPEC,
-            None,
-        ),
-        (
-            "create_rate_per_s",
-            "File-create rate",
-            "1/s",
-            f"{format_count(v['files_per_checkpoint'])} files / {s(v['create_window_s'])}",
-            SRC_SPEC,
-            TEST_METADATA_STORM,
-        ),
-        (
-            "restart_read_bytes_per_s",
-            "Restart read bandwidth",
-            "B/s",
-            f"{ckpt_b} / {s(v['restart_read_s'])} restart.read_s",
-            SRC_SPEC,
-            TEST_RESTART_READ,
-        ),
-        (
-            "retained_bytes",
-            "Retained capacity (hot tier)",
-            "B",
-            f"{written_b} x {profile.retention.count} checkpoints x "
-            f"(1 + {profile.retention.protection_overhead:g} protection)",
-            SRC_SPEC,
-            TEST_RETENTION,
-        ),
-    ]
-    return {
-        name: Requirement(name, title, v[name], unit, formula, source, measured_by)
-        for name, title, unit, formula, source, measured_by in rows
-    }
+SWEEP_COLUMNS = (
+    "lost_work_fraction",
+    "stall_budget_s",
+    "goodput_loss_fraction",
+    "waste_at_fixed_stall_fraction",
+    "sync_write_bytes_per_s",
+    "async_persist_min_bytes_per_s",
+    "async_persist_planned_bytes_per_s",
+    "create_rate_per_s",
+)
 
 
 def sweep(profile: Profile, intervals_s: list[float] | None = None) -> list[dict[str, Any]]:
-    """Rows over checkpoint intervals: lost work, stall budget, sync and async bandwidth.
+    """The definitions in SWEEP_COLUMNS evaluated over checkpoint intervals.
 
     The stall budget scales with the interval (the overhead budget is a fraction), so
     ``goodput_loss_fraction`` grows with T; ``waste_at_fixed_stall_fraction`` holds the stall
     at the chosen interval's budget instead, and is the first-order waste that Young's
     interval minimizes.
 
-    Default intervals: 0.25x, 0.5x, 1x, 2x, 4x the profile's interval, plus Young's optimum
-    for the profile's stall budget. Each row has ``label`` "chosen", "Young" or ""."""
-    base = derive(profile)
-    ckpt, fail = profile.checkpoint, profile.failures
+    Default intervals: 0.25x, 0.5x, 1x, 2x, 4x the profile's interval, plus Young's and Daly's
+    optima for the stall budget at the chosen interval. Each row has ``label`` "chosen",
+    "Young", "Daly" or ""."""
+    dist = shard_distribution(profile)
+    chosen = Basis(profile, dist, profile.checkpoint.interval_s)
     if intervals_s is None:
-        intervals_s = [base.interval_s * f for f in (0.25, 0.5, 1.0, 2.0, 4.0)]
-        intervals_s.append(base.optimal_interval_s)
+        intervals_s = [chosen["interval_s"] * f for f in (0.25, 0.5, 1.0, 2.0, 4.0)]
+        intervals_s += [chosen["optimal_interval_s"], chosen["daly_interval_s"]]
     rows = []
     for interval in sorted(set(intervals_s)):
-        stall = stall_budget_s(ckpt.overhead_budget, interval)
-        lost = lost_work_fraction(interval, fail.restart_s, base.mtbf_s)
-        window = create_window_s(ckpt.mode, stall, interval, ckpt.async_headroom)
+        basis = Basis(profile, dist, interval, chosen)
         label = ""
-        if math.isclose(interval, base.interval_s):
+        if math.isclose(interval, chosen["interval_s"]):
             label = "chosen"
-        elif math.isclose(interval, base.optimal_interval_s):
+        elif math.isclose(interval, chosen["optimal_interval_s"]):
             label = "Young"
+        elif math.isclose(interval, chosen["daly_interval_s"]):
+            label = "Daly"
         rows.append(
-            {
-                "interval_s": interval,
-                "label": label,
-                "lost_work_fraction": lost,
-                "stall_budget_s": stall,
-                "goodput_loss_fraction": lost + ckpt.overhead_budget,
-                "waste_at_fixed_stall_fraction": first_order_waste(
-                    interval, base.stall_budget_s, fail.restart_s, base.mtbf_s
-                ),
-                "sync_write_bytes_per_s": base.written_bytes / stall,
-                "async_persist_min_bytes_per_s": base.written_bytes / interval,
-                "async_persist_planned_bytes_per_s": base.written_bytes
-                / interval
-                * ckpt.async_headroom,
-                "create_rate_per_s": base.files_per_checkpoint / window,
-            }
+            {"interval_s": interval, "label": label, **{n: basis[n] for n in SWEEP_COLUMNS}}
         )
     return rows

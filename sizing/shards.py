@@ -35,7 +35,7 @@ from ckptgate.sizing.architecture import (
     layer_parameters,
     output_head_parameters,
 )
-from ckptgate.sizing.profile import Profile
+from ckptgate.sizing.schema import Profile
 from ckptgate.sizing.units import format_count
 
 

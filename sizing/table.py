@@ -9,16 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ckptgate.sizing.profile import Profile
-from ckptgate.sizing.requirements import Sizing
+from ckptgate.sizing.requirements import DEFINITIONS, SWEEP_COLUMNS, Sizing, format_value
+from ckptgate.sizing.schema import Profile
 from ckptgate.sizing.units import (
     format_bytes,
     format_count,
     format_fraction,
-    format_rate,
     format_seconds,
     plural,
-    sig3,
 )
 
 
@@ -79,31 +77,27 @@ def render(profile: Profile, sizing: Sizing) -> str:
     return "\n\n".join([profile_header(profile, sizing), requirements_table(sizing), footer])
 
 
+# The sweep's column headings, one per definition in requirements.SWEEP_COLUMNS.
+SWEEP_HEADINGS = {
+    "lost_work_fraction": "lost work",
+    "stall_budget_s": "stall budget",
+    "goodput_loss_fraction": "goodput loss",
+    "waste_at_fixed_stall_fraction": "waste at fixed stall",
+    "sync_write_bytes_per_s": "sync write",
+    "async_persist_min_bytes_per_s": "async persist min",
+    "async_persist_planned_bytes_per_s": "async persist planned",
+    "create_rate_per_s": "create rate",
+}
+
+
 def sweep_table(rows: Sequence[dict[str, Any]]) -> str:
-    header = (
-        "interval",
-        "",
-        "lost work",
-        "stall budget",
-        "goodput loss",
-        "waste at fixed stall",
-        "sync write",
-        "async persist min",
-        "async persist planned",
-        "create rate",
-    )
+    """interval | label | one column per swept definition, each shown in its own unit."""
+    header = ("interval", "", *(SWEEP_HEADINGS[name] for name in SWEEP_COLUMNS))
     cells = [
         (
             format_seconds(r["interval_s"]),
             r["label"],
-            format_fraction(r["lost_work_fraction"]),
-            format_seconds(r["stall_budget_s"]),
-            format_fraction(r["goodput_loss_fraction"]),
-            format_fraction(r["waste_at_fixed_stall_fraction"]),
-            format_rate(r["sync_write_bytes_per_s"]),
-            format_rate(r["async_persist_min_bytes_per_s"]),
-            format_rate(r["async_persist_planned_bytes_per_s"]),
-            f"{sig3(r['create_rate_per_s'])} /s",
+            *(format_value(r[name], DEFINITIONS[name].unit) for name in SWEEP_COLUMNS),
         )
         for r in rows
     ]
@@ -111,14 +105,17 @@ def sweep_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def render_sweep(profile: Profile, sizing: Sizing, rows: Sequence[dict[str, Any]]) -> str:
+    stall = format_seconds(sizing.stall_budget_s)
     intro = (
         f"Cluster profile {profile.name}: interval sweep at overhead budget "
         f"{format_fraction(profile.checkpoint.overhead_budget)}, MTBF "
-        f"{format_seconds(sizing.mtbf_s)}, {format_bytes(sizing.written_bytes)} per checkpoint; "
-        f"Young's optimum {format_seconds(sizing.optimal_interval_s)} for a "
-        f"{format_seconds(sizing.stall_budget_s)} stall.\n"
-        "goodput loss: lost work + the overhead budget (the stall budget scales with the "
-        "interval); waste at fixed stall: lost work + a "
-        f"{format_seconds(sizing.stall_budget_s)} stall per checkpoint (Young 1974)"
+        f"{format_seconds(sizing.mtbf_s)}, {format_bytes(sizing.written_bytes)} per checkpoint, "
+        f"{format_seconds(sizing.restart_cost_s)} restart per failure; Young's optimum "
+        f"{format_seconds(sizing.optimal_interval_s)} and Daly's "
+        f"{format_seconds(sizing.daly_interval_s)} for a {stall} stall (the stall budget at the "
+        f"chosen {format_seconds(sizing.interval_s)}).\n"
+        "goodput loss: lost work + restart + the overhead budget (the stall budget scales with "
+        f"the interval); waste at fixed stall: lost work + restart + a {stall} stall per "
+        "checkpoint (Young 1974)"
     )
     return intro + "\n\n" + sweep_table(rows)

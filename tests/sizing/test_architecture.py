@@ -1,9 +1,13 @@
 """Parameter counts from a transformer shape (SPEC.md's rule) against Llama 3's published sizes."""
 
+import dataclasses
+
 import pytest
 
 from ckptgate.sizing.architecture import count_parameters, layer_parameters
-from ckptgate.sizing.profile import Architecture
+from ckptgate.sizing.schema import Architecture
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 LLAMA3_8B = Architecture(
     hidden=4096, ffn_hidden=14336, layers=32, heads=32, kv_heads=8, vocab=128256
@@ -41,3 +45,26 @@ def test_grouped_query_attention_shrinks_k_and_v():
     full = Architecture(hidden=4096, ffn_hidden=14336, layers=1, heads=32, kv_heads=32, vocab=1)
     grouped = Architecture(hidden=4096, ffn_hidden=14336, layers=1, heads=32, kv_heads=8, vocab=1)
     assert layer_parameters(full) - layer_parameters(grouped) == 2 * 4096 * (4096 - 1024)
+
+
+@given(
+    heads=st.sampled_from([8, 32, 64, 128]),
+    per_head=st.integers(1, 256),
+    kv_div=st.sampled_from([1, 2, 4, 8]),
+)
+@example(heads=32, per_head=128, kv_div=4)  # 7b / mlperf-8b
+@example(heads=64, per_head=128, kv_div=8)  # 70b
+@example(heads=128, per_head=64, kv_div=16)  # mlperf-70b
+@example(heads=128, per_head=128, kv_div=16)  # 405b, mlperf-405b
+@example(heads=4, per_head=64, kv_div=1)  # tmpfs
+def test_explicit_head_dim_equal_to_hidden_over_heads_changes_nothing(heads, per_head, kv_div):
+    implicit = Architecture(heads * per_head, 1000, 2, heads, heads // kv_div, 100)
+    explicit = dataclasses.replace(implicit, head_dim=per_head)
+    assert count_parameters(explicit) == count_parameters(implicit)
+
+
+def test_explicit_head_dim_sets_q_o_and_k_v_widths():
+    # MLPerf Storage's 1T shape: hidden 25872 is not a multiple of 192 heads.
+    arch = Architecture(25872, 98304, 1, 192, 32, 1, head_dim=134)
+    h = 25872
+    assert layer_parameters(arch) == 2 * h * 192 * 134 + 2 * h * 32 * 134 + 3 * h * 98304 + 2 * h

@@ -9,13 +9,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ckptgate.sizing import SHIPPED_PROFILES, ProfileError, load_profile
-from ckptgate.sizing.profile import (
-    Architecture,
-    Profile,
-    dump_profile,
-    profile_from_dict,
-    profile_to_dict,
-)
+from ckptgate.sizing.profile import dump_profile, profile_from_dict, profile_to_dict
+from ckptgate.sizing.schema import Architecture, Profile
 from ckptgate.sizing.units import DAY_S, MB, MiB
 
 SHIPPED = {name: load_profile(name) for name in SHIPPED_PROFILES}
@@ -207,6 +202,56 @@ def test_malformed_yaml_gives_line_and_column(tmp_path):
     assert f"{path}:3:" in message and "malformed YAML" in message
 
 
+DUPLICATES = """\
+name: dup
+description: a profile with a key written twice
+model: {parameters: 7e9, bytes_per_parameter: 14}
+cluster:
+  gpus: 8
+  gpus_per_node: 8
+  parallelism: {tp: 1, pp: 1, dp: 8}
+failures: {interruptions: 419, window_days: 54, observed_gpus: 16384}
+checkpoint:
+  interval_s: 600
+  overhead_budget: 0.01
+  mode: async
+  async_headroom: 2.5
+  staging_buffers: 1
+  files_per_rank: 1
+  interval_s: 1200
+restart: {read_s: 120}
+retention: {count: 10, protection_overhead: 0.0}
+"""
+
+
+ONCE_EACH = DUPLICATES.replace("  interval_s: 1200\n", "")
+
+
+def test_duplicate_key_in_a_nested_section_names_file_line_and_key_path(tmp_path):
+    path = write_profile(tmp_path, text=DUPLICATES)
+    message = error_from(path)
+    assert message == (
+        f"{path}:16: duplicate key checkpoint.interval_s (first at line 10); allowed: each key once"
+    )
+
+
+def test_duplicate_key_at_top_level_and_in_flow_mappings(tmp_path):
+    top = write_profile(tmp_path, text=ONCE_EACH.replace("name: dup\n", "name: a\nname: b\n"))
+    assert error_from(top).startswith(f"{top}:2: duplicate key name (first at line 1)")
+    flow = write_profile(
+        tmp_path, text=ONCE_EACH.replace("{tp: 1, pp: 1, dp: 8}", "{tp: 1, pp: 1, dp: 8, tp: 2}")
+    )
+    message = error_from(flow)
+    assert message.startswith(f"{flow}:7: duplicate key cluster.parallelism.tp (first at line 7)")
+
+
+def test_set_of_a_key_the_file_has_is_not_a_duplicate(tmp_path):
+    # --set overrides a key of the file, and a later --set of the same key wins.
+    path = write_profile(tmp_path, text=ONCE_EACH)
+    overrides = ["checkpoint.interval_s=900", "checkpoint.interval_s=1200"]
+    assert load_profile(path, overrides=overrides).checkpoint.interval_s == 1200
+
+
 def test_top_level_must_be_a_mapping(tmp_path):
     message = error_from(write_profile(tmp_path, text="- 1\n- 2\n"))
     assert "mapping" in message
@@ -238,6 +283,16 @@ def test_bad_set(override, expected):
     message = error_from("405b", [override])
     assert message.startswith(f"--set {override}")
     assert expected in message
+
+
+def test_hidden_not_a_multiple_of_heads_needs_an_explicit_head_dim():
+    message = error_from("405b", ["model.architecture.heads=96"])
+    assert "not a multiple of model.architecture.heads (96)" in message
+    assert "explicit model.architecture.head_dim" in message
+    profile = load_profile(
+        "405b", ["model.architecture.heads=96", "model.architecture.head_dim=128"]
+    )
+    assert profile.model.architecture.head_dim == 128
 
 
 def test_architecture_shape_is_checked():

@@ -10,9 +10,13 @@ from hypothesis import strategies as st
 
 from ckptgate.sizing import SHIPPED_PROFILES, Requirement, derive, load_profile
 from ckptgate.sizing.requirements import (
+    DEFINITIONS,
+    SWEEP_COLUMNS,
+    daly_interval_s,
     first_order_waste,
     lost_work_fraction,
     mtbf_s,
+    restart_loss_fraction,
     sweep,
     young_interval_s,
 )
@@ -25,7 +29,9 @@ REL = 1e-9  # float tolerance where the arithmetic is exact up to rounding
 # sync 5.67e12 / 6 = 945e9 B/s; async 5.67e12 / 600 = 9.45e9, x 2.5 = 23.625e9 B/s;
 # files 16384 + 1; window 600 / 2.5 = 240 s; 16385 / 240 = 68.27 /s; read 5.67e12 / 120 =
 # 47.25e9 B/s; retained 10 x 5.67e12 = 56.7e12 B; Young sqrt(2 x 6 x 11135.08) = 365.5 s;
-# lost work (600 / 2 + 0) / 11135.08 = 2.694 %.
+# lost work 600 / 2 / 11135.08 = 2.694 %; restart 0 s relaunch + 120 s read = 120 s,
+# 120 / 11135.08 = 1.078 %; goodput loss 2.694 + 1.078 + 1 (stall) = 4.772 %;
+# Daly 365.54 x (1 + sqrt(6 / 22270.17) / 3 + 6 / 22270.17 / 9) - 6 = 361.55 s.
 WORKED_405B = {
     "parameters": 405e9,
     "checkpoint_bytes": 5.67e12,
@@ -45,8 +51,18 @@ WORKED_405B = {
     "retained_bytes": 56.7e12,
     "optimal_interval_s": 365.5,
     "lost_work_fraction": 0.02694,
+    "restart_cost_s": 120,
+    "restart_loss_fraction": 0.010777,
+    "goodput_loss_fraction": 0.047719,
+    "daly_interval_s": 361.55,
 }
-ROUNDED = {"optimal_interval_s": 0.05, "lost_work_fraction": 0.00001}
+ROUNDED = {
+    "optimal_interval_s": 0.05,
+    "daly_interval_s": 0.05,
+    "lost_work_fraction": 0.00001,
+    "restart_loss_fraction": 0.000001,
+    "goodput_loss_fraction": 0.000001,
+}
 
 
 @pytest.mark.parametrize("name", list(WORKED_405B))
@@ -171,6 +187,10 @@ AGGREGATES = (
 @example(name="70b", factor=1, k=14)
 @example(name="7b", factor=1, k=14)
 @example(name="tmpfs", factor=1, k=14)
+@example(name="mlperf-8b", factor=1, k=14)
+@example(name="mlperf-70b", factor=1, k=14)
+@example(name="mlperf-405b", factor=1, k=14)
+@example(name="mlperf-1t", factor=1, k=14)
 def test_linear_in_parameters_and_bytes_per_parameter(name, factor, k):
     profile = SHIPPED[name]
     one = derive(with_model(profile, profile.parameters, 1))
@@ -213,6 +233,10 @@ def test_more_gpus_give_a_shorter_mtbf(gpus, more, interruptions, window_s):
 @example(name="70b", factor=2.0)
 @example(name="7b", factor=2.0)
 @example(name="tmpfs", factor=2.0)
+@example(name="mlperf-8b", factor=2.0)
+@example(name="mlperf-70b", factor=2.0)
+@example(name="mlperf-405b", factor=2.0)
+@example(name="mlperf-1t", factor=2.0)
 def test_longer_interval_lowers_bandwidth_and_raises_lost_work(name, factor):
     profile = SHIPPED[name]
     short = derive(profile)
@@ -241,9 +265,64 @@ def test_young_interval_minimizes_first_order_waste(stall_s, mtbf, restart_s, st
         assert first_order_waste(neighbour, stall_s, restart_s, mtbf) >= at_best * (1 - 1e-12)
 
 
-def test_lost_work_is_half_an_interval_plus_restart_over_mtbf():
-    assert lost_work_fraction(600, 0, 11135.0) == 300 / 11135.0
-    assert lost_work_fraction(600, 100, 1000.0) == 0.4
+def test_lost_work_is_half_an_interval_over_mtbf_and_restart_is_apart():
+    assert lost_work_fraction(600, 11135.0) == 300 / 11135.0
+    assert restart_loss_fraction(120, 1000.0) == 0.12
+    assert first_order_waste(600, 6, 100, 1000.0) == pytest.approx(0.01 + 0.3 + 0.1)
+
+
+@pytest.mark.parametrize("name", SHIPPED_PROFILES)
+def test_restart_costs_relaunch_plus_checkpoint_read(name):
+    profile = load_profile(name, ["failures.restart_s=300"])
+    s = derive(profile)
+    assert s.restart_cost_s == 300 + profile.restart.read_s
+    assert s.goodput_loss_fraction == pytest.approx(
+        s.lost_work_fraction + s.restart_cost_s / s.mtbf_s + s.stall_budget_s / s.interval_s
+    )
+
+
+def _daly_wall_clock(interval_s, stall_s, mtbf_s):
+    """Daly (2006) eq. (13) per unit of solve time, the restart term dropped (it does not move
+    the optimum): M e^{R/M} (e^{(tau + d)/M} - 1) / tau."""
+    return mtbf_s * math.expm1((interval_s + stall_s) / mtbf_s) / interval_s
+
+
+@given(stall_s=st.floats(0.1, 600), mtbf=st.floats(3600, 1e7))
+@example(stall_s=6.0, mtbf=4665600 / 419)  # 405b
+@example(stall_s=6.0, mtbf=4665600 / 419 * 16)  # 70b
+@example(stall_s=6.0, mtbf=4665600 / 419 * 256)  # 7b
+@example(stall_s=3.0, mtbf=4665600 / 419 * 4096)  # tmpfs
+def test_daly_interval_is_nearer_the_exact_optimum_than_young(stall_s, mtbf):
+    lo, hi = 1e-3, 10 * math.sqrt(2 * stall_s * mtbf)
+    for _ in range(200):  # golden-section search of the exponential model's minimum
+        a, b = lo + (hi - lo) * 0.382, lo + (hi - lo) * 0.618
+        if _daly_wall_clock(a, stall_s, mtbf) < _daly_wall_clock(b, stall_s, mtbf):
+            hi = b
+        else:
+            lo = a
+    exact = (lo + hi) / 2
+    daly, young = daly_interval_s(stall_s, mtbf), young_interval_s(stall_s, mtbf)
+    assert abs(daly - exact) <= abs(young - exact) + 1e-6 * exact
+
+
+@settings(max_examples=20, deadline=None)
+@given(name=shipped_names, factor=st.floats(0.1, 10))
+@example(name="405b", factor=2.0)
+@example(name="70b", factor=2.0)
+@example(name="7b", factor=2.0)
+@example(name="tmpfs", factor=2.0)
+@example(name="mlperf-8b", factor=2.0)
+@example(name="mlperf-70b", factor=2.0)
+@example(name="mlperf-405b", factor=2.0)
+@example(name="mlperf-1t", factor=2.0)
+def test_young_and_daly_do_not_move_across_the_sweep(name, factor):
+    profile = SHIPPED[name]
+    s = derive(profile)
+    assert s.optimal_interval_s == young_interval_s(s.stall_budget_s, s.mtbf_s)
+    assert s.daly_interval_s == daly_interval_s(s.stall_budget_s, s.mtbf_s)
+    rows = sweep(profile, [profile.checkpoint.interval_s * factor, s.optimal_interval_s])
+    waste = {r["label"]: r["waste_at_fixed_stall_fraction"] for r in rows}
+    assert waste["Young"] <= min(waste.values())
 
 
 def test_sync_mode_creates_files_within_the_stall_budget():
@@ -271,3 +350,68 @@ def test_sweep_marks_chosen_and_young(name):
     assert sync == sorted(sync, reverse=True)
     waste = [r["waste_at_fixed_stall_fraction"] for r in rows]
     assert min(waste) == waste[labels.index("Young")]
+
+
+@pytest.mark.parametrize("name", SHIPPED_PROFILES)
+def test_sweep_row_at_the_chosen_interval_is_derive(name):
+    s = derive(SHIPPED[name])
+    (row,) = [r for r in sweep(SHIPPED[name]) if r["label"] == "chosen"]
+    # At the chosen interval the fixed stall is the stall budget: the waste is the goodput loss.
+    same = {"waste_at_fixed_stall_fraction": "goodput_loss_fraction"}
+    for key in SWEEP_COLUMNS:
+        assert row[key] == getattr(s, same.get(key, key)), key
+    assert row["interval_s"] == s.interval_s
+
+
+@settings(max_examples=20, deadline=None)
+@given(name=shipped_names, factor=st.floats(0.1, 10))
+@example(name="405b", factor=2.0)
+@example(name="70b", factor=2.0)
+@example(name="7b", factor=2.0)
+@example(name="tmpfs", factor=2.0)
+@example(name="mlperf-8b", factor=2.0)
+@example(name="mlperf-70b", factor=2.0)
+@example(name="mlperf-405b", factor=2.0)
+@example(name="mlperf-1t", factor=2.0)
+def test_sweep_at_another_interval_is_derive_at_that_interval(name, factor):
+    # The sweep evaluates the same definitions; only numbers held at the chosen interval
+    # (the fixed-stall waste) differ from deriving a profile with that interval.
+    profile = SHIPPED[name]
+    interval = profile.checkpoint.interval_s * factor
+    (row,) = sweep(profile, [interval])
+    other = derive(with_interval(profile, interval))
+    for key in SWEEP_COLUMNS:
+        if key != "waste_at_fixed_stall_fraction":
+            assert row[key] == getattr(other, key), key
+
+
+@pytest.mark.parametrize("name", SHIPPED_PROFILES)
+def test_table_rows_are_the_definitions_in_order(name):
+    s = derive(SHIPPED[name])
+    tabled = [n for n, d in DEFINITIONS.items() if d.in_table]
+    assert list(s.requirements) == tabled
+    for key, req in s.requirements.items():
+        d = DEFINITIONS[key]
+        assert (req.title, req.unit, req.source, req.measured_by) == (
+            d.title,
+            d.unit,
+            d.source,
+            d.measured_by,
+        )
+        assert d.value.__doc__ and "Source" in d.value.__doc__, key
+
+
+@pytest.mark.parametrize(
+    ("name", "published_gib"),
+    [("mlperf-8b", 105), ("mlperf-70b", 912), ("mlperf-405b", 5290)],
+)
+def test_mlperf_profiles_match_mlperfs_binary_sizes(name, published_gib):
+    # MLPerf Storage prints GiB (and GiB / 1000 as "TB"): 105 GB, 912 GB, 5.29 TB.
+    gib = derive(SHIPPED[name]).checkpoint_bytes / 2**30
+    assert abs(gib - published_gib) <= 0.005 * published_gib
+
+
+def test_mlperf_1t_counts_with_an_explicit_head_dim():
+    s = derive(SHIPPED["mlperf-1t"])
+    assert SHIPPED["mlperf-1t"].model.architecture.head_dim == 134
+    assert s.parameters == 1_182_081_357_072 and s.gpus == 1024

@@ -7,7 +7,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ckptgate.sizing import SHIPPED_PROFILES, load_profile, played_ranks, shard_distribution
-from ckptgate.sizing.profile import Architecture, ModelSpec, Parallelism
+from ckptgate.sizing.schema import Architecture, ModelSpec, Parallelism
 from ckptgate.sizing.shards import layers_per_stage
 
 SHIPPED = {name: load_profile(name) for name in SHIPPED_PROFILES}

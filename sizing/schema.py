@@ -1,0 +1,210 @@
+"""The cluster profile's schema: one frozen dataclass per YAML section (SPEC.md, "The profile").
+
+Each field's type and ``meta(...)`` say what the generic reader (sizing.reader) accepts for it.
+The checks that tie several fields together (tp*pp*dp = gpus, heads and kv_heads) are written
+out by hand in ``cross_check``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ckptgate.sizing.architecture import count_parameters
+from ckptgate.sizing.reader import Context, ProfileError, meta
+from ckptgate.sizing.units import GB, MiB
+
+_POSITIVE = meta(gt=0)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A decoder-only transformer shape (Llama 3 layout; see sizing.architecture).
+
+    ``head_dim`` is optional and explicit, as Megatron-LM's ``kv_channels`` and Hugging Face's
+    ``head_dim`` are: given, Q and O are hidden x heads*head_dim and K, V hidden x
+    kv_heads*head_dim, whatever hidden is (MLPerf Storage's 1T shape: hidden 25872, 192 heads).
+    Absent, it is hidden // heads and hidden must be a multiple of heads (cross_check)."""
+
+    hidden: int = field(metadata=_POSITIVE)
+    ffn_hidden: int = field(metadata=_POSITIVE)
+    layers: int = field(metadata=_POSITIVE)
+    heads: int = field(metadata=_POSITIVE)
+    kv_heads: int = field(metadata=_POSITIVE)
+    vocab: int = field(metadata=_POSITIVE)
+    head_dim: int | None = field(default=None, metadata=_POSITIVE)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Ψ (or the shape to count it from) and K, the checkpoint bytes per parameter."""
+
+    parameters: int | None = field(metadata=_POSITIVE)
+    bytes_per_parameter: int = field(metadata=_POSITIVE)
+    architecture: Architecture | None
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """3D parallelism and who writes state that data-parallel replicas hold in common."""
+
+    tp: int = field(metadata=_POSITIVE)
+    pp: int = field(metadata=_POSITIVE)
+    dp: int = field(metadata=_POSITIVE)
+    zero_stage: int = field(default=1, metadata=meta(ge=0, le=3))
+    replicas_write: str = field(default="spread", metadata=meta(choices=("one", "all", "spread")))
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    gpus: int = field(metadata=_POSITIVE)
+    gpus_per_node: int = field(metadata=_POSITIVE)
+    parallelism: Parallelism
+
+
+@dataclass(frozen=True)
+class FailureSpec:
+    """Observed unexpected interruptions over a window at a GPU count (YAML: window_days).
+
+    ``restart_s`` is the relaunch time per failure (requeue, process start, communicator
+    set-up), not the checkpoint read, which is restart.read_s; a restart costs both."""
+
+    interruptions: int = field(metadata=_POSITIVE)
+    window_s: float = field(metadata=meta("days", gt=0, key="window_days"))
+    observed_gpus: int = field(metadata=_POSITIVE)
+    restart_s: float = field(default=0.0, metadata=meta("seconds", ge=0))
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    interval_s: float = field(metadata=meta("seconds", gt=0))
+    overhead_budget: float = field(metadata=meta(gt=0, lt=1))
+    mode: str = field(metadata=meta(choices=("sync", "async")))
+    async_headroom: float = field(metadata=meta(ge=1))
+    staging_buffers: int = field(metadata=_POSITIVE)
+    files_per_rank: int = field(metadata=_POSITIVE)
+    goodput_budget: float | None = field(default=None, metadata=meta(gt=0, lt=1))
+
+
+@dataclass(frozen=True)
+class RestartSpec:
+    read_s: float = field(metadata=meta("seconds", gt=0))
+
+
+@dataclass(frozen=True)
+class RetentionSpec:
+    count: int = field(metadata=_POSITIVE)
+    protection_overhead: float = field(metadata=meta(ge=0))
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """How the suite drives I/O on each node (section ``run:``; every key optional)."""
+
+    transfer_bytes: int = field(default=16 * MiB, metadata=meta("bytes", gt=0))
+    shard_bytes_cap: int | None = field(default=None, metadata=meta("bytes", gt=0))
+    rounds: int = field(default=3, metadata=_POSITIVE)
+    direct_io: bool = False
+    reshard_fraction: float = field(default=0.5, metadata=meta(gt=0, le=1))
+    metadata_files: int | None = field(default=None, metadata=_POSITIVE)
+    readers: int = field(default=2, metadata=meta(ge=0))
+    reader_bytes: int = field(default=1 * GB, metadata=meta("bytes", gt=0))
+    max_reader_slowdown: float | None = field(default=None, metadata=meta(ge=0, le=1))
+    timeout_floor_s: float = field(default=60.0, metadata=meta("seconds", gt=0))
+
+
+_DCP_ARCHITECTURE = Architecture(
+    hidden=512, ffn_hidden=1408, layers=8, heads=8, kv_heads=8, vocab=32000
+)
+
+
+@dataclass(frozen=True)
+class DcpSpec:
+    """A small real model for PyTorch DCP runs (section ``dcp:``; every key optional)."""
+
+    architecture: Architecture = _DCP_ARCHITECTURE
+    world_size: int = field(default=2, metadata=_POSITIVE)
+    thread_count: int = field(default=2, metadata=_POSITIVE)
+    checkpointer: str = field(
+        default="thread", metadata=meta(choices=("sync", "thread", "process"))
+    )
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A cluster profile. ``source`` says where it was read from and is not compared."""
+
+    name: str
+    description: str
+    source: str = field(compare=False, metadata={"internal": True})
+    model: ModelSpec
+    cluster: ClusterSpec
+    failures: FailureSpec
+    checkpoint: CheckpointSpec
+    restart: RestartSpec
+    retention: RetentionSpec
+    run: RunSpec = field(default_factory=RunSpec)
+    dcp: DcpSpec = field(default_factory=DcpSpec)
+
+    @property
+    def parameters(self) -> int:
+        """Ψ: model.parameters when given, else counted from model.architecture."""
+        if self.model.parameters is not None:
+            return self.model.parameters
+        assert self.model.architecture is not None  # guaranteed by validation
+        return count_parameters(self.model.architecture)
+
+    @property
+    def nodes(self) -> int:
+        return self.cluster.gpus // self.cluster.gpus_per_node
+
+
+def cross_check(ctx: Context, profile: Profile) -> None:
+    """The checks that tie several fields together."""
+    model, cluster = profile.model, profile.cluster
+    par = cluster.parallelism
+    if model.parameters is None and model.architecture is None:
+        raise ProfileError(
+            f"{ctx.where('model')}: model: neither parameters nor architecture given; "
+            "allowed: model.parameters (e.g. 405e9), or model.architecture "
+            "(hidden, ffn_hidden, layers, heads, kv_heads, vocab), or both"
+        )
+    for arch_path, arch in (
+        ("model.architecture", model.architecture),
+        ("dcp.architecture", profile.dcp.architecture),
+    ):
+        if arch is None:
+            continue
+        if arch.head_dim is None and arch.hidden % arch.heads:
+            raise ctx.error(
+                f"{arch_path}.hidden",
+                arch.hidden,
+                f"not a multiple of {arch_path}.heads ({arch.heads})",
+                "hidden divisible by heads (head_dim = hidden / heads), or an explicit "
+                f"{arch_path}.head_dim",
+            )
+        if arch.heads % arch.kv_heads:
+            raise ctx.error(
+                f"{arch_path}.kv_heads",
+                arch.kv_heads,
+                f"does not divide {arch_path}.heads ({arch.heads})",
+                "a divisor of heads (grouped-query attention)",
+            )
+    if cluster.gpus % cluster.gpus_per_node:
+        raise ProfileError(
+            f"{ctx.where('cluster.gpus', 'cluster.gpus_per_node')}: cluster.gpus = "
+            f"{cluster.gpus} is not a multiple of cluster.gpus_per_node = "
+            f"{cluster.gpus_per_node}; allowed: whole nodes only"
+        )
+    if par.tp * par.pp * par.dp != cluster.gpus:
+        raise ProfileError(
+            f"{ctx.where('cluster.parallelism', 'cluster.gpus')}: cluster.parallelism "
+            f"tp*pp*dp = {par.tp}*{par.pp}*{par.dp} = {par.tp * par.pp * par.dp} "
+            f"!= cluster.gpus = {cluster.gpus}; allowed: tp*pp*dp equal to gpus"
+        )
+    if model.architecture is not None and par.pp > model.architecture.layers:
+        raise ctx.error(
+            "cluster.parallelism.pp",
+            par.pp,
+            f"more pipeline stages than model.architecture.layers ({model.architecture.layers})",
+            "pp <= layers",
+        )
