@@ -39,8 +39,9 @@ API::
 client's network, mount and UTS namespaces chosen by the host name and runs the ``orted``
 command line there; ``mpirun`` itself runs in ``head``. The processes inherit ``mpirun``'s
 environment and working directory. sshfs runs with ``ServerAliveInterval=2`` and
-``ServerAliveCountMax=3``: a client whose link is down loses its mount (``ENOTCONN``) within
-about ten seconds instead of blocking for the TCP timeout.
+``ServerAliveCountMax=3``: on a client whose link is down, calls on /ckpt block for about 6 to
+8 s, then sshfs exits and unmounts, and /ckpt is an empty read-only tmpfs laid under the mount
+(``EROFS`` on write, ``ENOENT`` on read), never this machine's own directory.
 
 Teardown runs even after a failure and is bounded: every process in the bed's namespaces is
 continued and killed, the namespaces are unmounted and deleted (the bridge with them), the
@@ -451,6 +452,10 @@ def _add_client(bed: HostBed, host: Host, shared: bool) -> None:
             host.name,
         ]
     )
+    # An empty read-only tmpfs under the mount: when sshfs exits (its link lost), /ckpt is that
+    # (EROFS, ENOENT) rather than this machine's own directory.
+    underlay = ["mount", "-t", "tmpfs", "-o", "ro,size=4k,mode=0555", "ckptbed-none"]
+    _sh([*host.nsenter(), *underlay, bed.mount_point])
     if shared:
         options = [*_SSHFS_OPTIONS]
         options += [
