@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.engine.records import BurstResult
-from ckptgate.storage.fsio import FsSpec
+from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.contention import (
     ReaderRun,
     dataset_files,
@@ -21,7 +21,7 @@ from ckptgate.workloads.contention import (
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
 MiB = 2**20
-LOCAL = FsSpec("file")
+LOCAL = BackendSpec("file")
 RUN_ID = 77
 
 
