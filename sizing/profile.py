@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from ckptgate.sizing.reader import Context, ProfileError, build, dump
 from ckptgate.sizing.schema import (
     Architecture,

@@ -20,7 +20,7 @@ from pathlib import Path
 import fsspec
 from fsspec import AbstractFileSystem
 
-from ckptgate.storage.fsio import FsSpec
+from ckptgate.storage.backend import BackendSpec
 
 MEMORY_BACKED_FS_TYPES = frozenset({"tmpfs", "ramfs", "memory"})
 
@@ -96,7 +96,8 @@ class Target:
         except (ValueError, ImportError) as error:
             raise TargetError(f"--target {url!r}: {error}") from None
         protocol = filesystem.protocol
-        self.fs_spec = FsSpec(protocol if isinstance(protocol, str) else protocol[0], options)
+        # what rank processes get to reach the target (the backend is chosen from the protocol)
+        self.fs_spec = BackendSpec(protocol if isinstance(protocol, str) else protocol[0], options)
         self.fs: AbstractFileSystem = filesystem
         self.root = root.rstrip("/") or "/"
         self.run_dir: str | None = None

@@ -11,25 +11,33 @@ Every read's end is stamped on the node's monotonic clock, so the bytes read dur
 writers' span are counted exactly (a read that straddles an edge counts in proportion), and the
 report can say how much of the writers' span the readers covered.
 
-Readback honesty (SPEC.md): before each pass over a file, a reader on a local target asks the
-kernel to drop the file's cached pages (``posix_fadvise(DONTNEED)``; the files are clean, so
-it can), so a disk-backed target serves the reads itself. On tmpfs the pages are the storage.
+Readback honesty (SPEC.md): before each pass over a file, a reader on a backend with a page
+cache drops the file's cached pages (the backend's ``drop_pages``: ``posix_fadvise(DONTNEED)``;
+the files are clean, so it can), so a disk-backed target serves the reads itself. On tmpfs the
+pages are the storage. Reads go through the backend's ``read_into`` (fsspec's read-ahead cache
+off), one loop for every backend.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ckptgate.engine.pool import RankContext, RankPool, StartHook
-from ckptgate.engine.records import BurstResult, per_second, records_from_results
-from ckptgate.storage.fsio import FsSpec, file_descriptor
+from ckptgate.engine.records import (
+    BurstResult,
+    PhaseMarks,
+    RankResult,
+    per_second,
+    records_from_results,
+    run_ranks,
+)
+from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
 MiB = 2**20
@@ -59,54 +67,47 @@ def dataset_files(
 
 
 def prepare_dataset(
-    pool: RankPool, fs: FsSpec, files: Sequence[ShardFile], timeout_s: float
+    pool: RankPool, fs: BackendSpec, files: Sequence[ShardFile], timeout_s: float
 ) -> BurstResult:
     """Write the dataset (one file per reader, fsynced) with the readers' own processes."""
     return run_write_burst(pool, fs, files, timeout_s)
 
 
-def _drop_cached_pages(handle: Any) -> bool:
-    descriptor = file_descriptor(handle)
-    if descriptor is None or not hasattr(os, "posix_fadvise"):
-        return False
-    os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
-    return True
-
-
 def read_stream_task(
     ctx: RankContext,
     *,
-    fs: FsSpec,
+    fs: BackendSpec,
     paths: list[str],
     duration_s: float,
     max_bytes: int | None = None,
     read_bytes: int = READ_BYTES,
     drop_cache: bool = True,
-) -> dict[str, Any]:
+) -> RankResult:
     """Rank task: read ``paths`` sequentially, over and over, until a time or bytes bound."""
-    filesystem = fs.filesystem()
+    backend = fs.open()
     # A missing or empty dataset fails before the start, so no writer burst starts for nothing.
-    empty = [p for p in paths if not filesystem.size(p)]
+    empty = [p for p in paths if not backend.size(p)]
     if empty or not paths:
         raise ValueError(f"reader {ctx.local_rank}: empty dataset files {empty or paths}")
-    buffer = bytearray(read_bytes)
+    view = memoryview(bytearray(read_bytes))
+    drop = drop_cache and backend.has_page_cache
+    read_into = backend.read_into
     ends: list[float] = []
     sizes: list[int] = []
     total = 0
     passes = 0
-    dropped = False
-    start = ctx.start()
-    deadline = start + duration_s
+    phases = PhaseMarks.start(ctx)
+    deadline = phases.start_mono + duration_s
     done = False
     while not done:
         for path in paths:
-            with filesystem.open(path, "rb") as handle:
-                if drop_cache and fs.is_local:
-                    dropped = _drop_cached_pages(handle) or dropped
-                while True:
-                    count = handle.readinto(buffer)
-                    if not count:
-                        break
+            if drop:  # the files are clean (fsynced when prepared), so every page can go
+                backend.drop_pages(path)
+            opened = backend.open_read(path)
+            try:
+                offset = 0
+                while count := read_into(opened, view, offset):
+                    offset += count
                     now = time.monotonic()
                     ends.append(now)
                     sizes.append(count)
@@ -114,20 +115,22 @@ def read_stream_task(
                     if now >= deadline or (max_bytes is not None and total >= max_bytes):
                         done = True
                         break
+            finally:
+                backend.close(opened.handle)
             if done:
                 break
         else:
             passes += 1
-    end = time.monotonic()
-    return {
-        "local_rank": ctx.local_rank,
-        "global_rank": DATASET_RANK_BASE + ctx.local_rank,
-        "bytes": total,
-        "start_mono": start,
-        "marks_mono": [("read", end)],
-        "ticks": (np.asarray(ends, dtype=np.float64), np.asarray(sizes, dtype=np.int64)),
-        "extra": {"passes": passes, "cache_dropped": dropped, "reads": len(ends)},
-    }
+    phases.mark("read")
+    return phases.result(
+        DATASET_RANK_BASE + ctx.local_rank,
+        total,
+        extra={"passes": passes, "cache_dropped": drop, "reads": len(ends)},
+        returned={
+            "ends_mono": np.asarray(ends, dtype=np.float64),
+            "sizes": np.asarray(sizes, dtype=np.int64),
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,7 @@ class ReaderRun:
 
 def run_readers(
     pool: RankPool,
-    fs: FsSpec,
+    fs: BackendSpec,
     paths_per_reader: Sequence[Sequence[str]],
     duration_s: float,
     timeout_s: float,
@@ -199,23 +202,17 @@ def run_readers(
     """Stream from a common start until ``duration_s`` (or ``max_bytes`` per reader)."""
     if timeout_s <= duration_s:
         raise ValueError(f"timeout {timeout_s} s must exceed the readers' bound {duration_s} s")
-    kwargs = [
-        {
-            "fs": fs,
-            "paths": list(paths),
-            "duration_s": duration_s,
-            "max_bytes": max_bytes,
-            "read_bytes": read_bytes,
-        }
-        for paths in paths_per_reader
-    ]
+    kwargs = [{"paths": list(paths)} for paths in paths_per_reader]
     labels = [f"reader {i} ({paths[0]})" for i, paths in enumerate(paths_per_reader)]
-    results = pool.run(read_stream_task, kwargs, timeout_s, before_start, labels)
-    common = results[0]["common_start_mono"]
-    ticks = tuple(r.pop("ticks") for r in results)
-    starts = tuple(r["start_mono"] for r in results)
-    ends = tuple(r["marks_mono"][-1][1] for r in results)
-    records = records_from_results(results)
+    shared = {"fs": fs, "duration_s": duration_s, "max_bytes": max_bytes, "read_bytes": read_bytes}
+    results = run_ranks(
+        pool, read_stream_task, kwargs, timeout_s, before_start, labels, shared=shared
+    )
+    records = records_from_results(results)  # refuses a result without the common start
+    common = cast(float, results[0].common_start_mono)
+    ticks = tuple((r.returned["ends_mono"], r.returned["sizes"]) for r in results)
+    starts = tuple(r.start_mono for r in results)
+    ends = tuple(r.marks_mono[-1][1] for r in results)
     return ReaderRun(BurstResult("read", tuple(records)), common, ticks, starts, ends)
 
 
@@ -249,7 +246,7 @@ WriteFn = Callable[[StartHook], BurstResult]
 def run_contended(
     write: WriteFn,
     reader_pool: RankPool,
-    fs: FsSpec,
+    fs: BackendSpec,
     paths_per_reader: Sequence[Sequence[str]],
     duration_s: float,
     timeout_s: float,

@@ -17,18 +17,20 @@ files, spread over this node's rank processes), in four phases, each from a comm
 Every operation is timed on its own (``time.perf_counter``), so each phase reports its rate
 over the common span and per-operation latency percentiles (``ckptgate.engine.latency``).
 
-I/O path: the suite's door to the target is fsspec (``ckptgate.storage.fsio``), and non-local
-targets always use it. On a local target the per-file loop uses ``os`` calls directly: measured on
+I/O path: every task is one loop written against the backend's operations
+(``ckptgate.storage.backend``), and the target's spec chooses the backend: POSIX on a local
+target, fsspec elsewhere, or fsspec forced with ``BackendSpec(..., backend="fsspec")``. The
+POSIX backend's calls are thin ``os`` calls, bound to locals in the per-file loop: measured on
 tmpfs with 2 ranks, fsspec's ``open``/``info``/``rm_file`` wrap each call in several Python
 layers (``LocalFileOpener``, path normalisation, a ``dict`` per ``info``) and cut the create
 rate to about half of the os loop's, which sets Python, not the filesystem, as the limit (the
-benchmark asks for 0.8 of fio's filecreate on tmpfs). ``io="fsspec"`` forces the fsspec path.
+benchmark asks for 0.8 of fio's filecreate on tmpfs). ``StormResult.io`` names the backend.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,8 +41,16 @@ import numpy as np
 from ckptgate.engine.datagen import BLOCK_BYTES, BlockStamper, StampKey
 from ckptgate.engine.latency import LatencySummary, summarize
 from ckptgate.engine.pool import RankContext, RankPool, StartHook
-from ckptgate.engine.records import BurstResult, merge_nodes, per_second, records_from_results
-from ckptgate.storage.fsio import FsSpec, make_durable
+from ckptgate.engine.records import (
+    BurstResult,
+    PhaseMarks,
+    RankResult,
+    merge_nodes,
+    per_second,
+    records_from_results,
+    run_ranks,
+)
+from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.write_burst import shard_file_name
 
 METADATA_NAME = ".metadata"
@@ -50,7 +60,6 @@ WRITE_BYTES = BLOCK_BYTES
 
 CREATE_OPS = ("create", "write", "fsync", "close")
 COMMIT_OPS = ("write", "fsync", "close", "rename", "dirsync")
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -100,14 +109,6 @@ def _join(directory: str, name: str) -> str:
     return f"{directory.rstrip('/')}/{name}"
 
 
-def _use_os(fs: FsSpec, io: str) -> bool:
-    if io not in ("auto", "os", "fsspec"):
-        raise ValueError(f"io {io!r}: expected auto, os or fsspec")
-    if io == "os" and not fs.is_local:
-        raise ValueError(f"io 'os' needs a local target, not {fs.protocol}")
-    return fs.is_local and io != "fsspec"
-
-
 def _payloads(files: Sequence[StormFile], run_id: int, write_bytes: int) -> list[bytes]:
     """Each file's stamped bytes, made before the start so the timed loop only does I/O."""
     if write_bytes == 0:
@@ -124,208 +125,138 @@ def _payloads(files: Sequence[StormFile], run_id: int, write_bytes: int) -> list
     return payloads
 
 
-def _write_all(descriptor: int, payload: bytes) -> None:
-    view = memoryview(payload)
-    while view:
-        view = view[os.write(descriptor, view) :]
-
-
 # --- rank tasks -------------------------------------------------------------------------------
 
 
 def create_task(
     ctx: RankContext,
     *,
-    fs: FsSpec,
+    fs: BackendSpec,
     files: list[StormFile],
     run_id: int,
     write_bytes: int = WRITE_BYTES,
     fsync: bool = True,
-    io: str = "auto",
-) -> dict[str, Any]:
+) -> RankResult:
     """Rank task: create, write, fsync and close each of ``files`` from the common start."""
-    use_os = _use_os(fs, io)
+    backend = fs.open()
     payloads = _payloads(files, run_id, write_bytes)
     paths = [f.path for f in files]
-    filesystem = None if use_os else fs.filesystem()
     clock = time.perf_counter
     stamps = np.empty((len(paths), 5), dtype=np.float64)
     durable = False
-    start = ctx.start()
-    if use_os:
-        os_open, os_fsync, os_close = os.open, os.fsync, os.close
-        for n, (path, payload) in enumerate(zip(paths, payloads, strict=True)):
-            t0 = clock()
-            descriptor = os_open(path, _CREATE_FLAGS, 0o644)
-            t1 = clock()
-            if payload:
-                _write_all(descriptor, payload)
-            t2 = clock()
-            if fsync:
-                os_fsync(descriptor)
-            t3 = clock()
-            os_close(descriptor)
-            stamps[n] = (t0, t1, t2, t3, clock())
-        durable = fsync
-    else:
-        assert filesystem is not None
-        for n, (path, payload) in enumerate(zip(paths, payloads, strict=True)):
-            t0 = clock()
-            handle = filesystem.open(path, "wb")
-            t1 = clock()
-            if payload:
-                handle.write(payload)
-            t2 = clock()
-            synced = fsync and make_durable(handle)
-            t3 = clock()
-            handle.close()
-            stamps[n] = (t0, t1, t2, t3, clock())
-            durable = durable or synced
-    end = time.monotonic()
+    # Bound to locals: the loop runs thousands of times per rank, and an attribute lookup per
+    # call shows in the create rate (the POSIX backend's close is os.close itself).
+    create, write_all, sync, close = backend.create, backend.write_all, backend.fsync, backend.close
+    phases = PhaseMarks.start(ctx)
+    for n, (path, payload) in enumerate(zip(paths, payloads, strict=True)):
+        t0 = clock()
+        handle = create(path)  # exclusive: a storm never overwrites a file
+        t1 = clock()
+        if payload:
+            write_all(handle, payload)
+        t2 = clock()
+        synced = fsync and sync(handle)
+        t3 = clock()
+        close(handle)
+        stamps[n] = (t0, t1, t2, t3, clock())
+        durable = durable or synced
+    phases.mark("create")
     latencies = np.diff(stamps, axis=1)
-    return {
-        "local_rank": ctx.local_rank,
-        "global_rank": files[0].global_rank if files else -1,
-        "bytes": write_bytes * len(paths),
-        "start_mono": start,
-        "marks_mono": [("create", end)],
-        "latencies": {op: latencies[:, i] for i, op in enumerate(CREATE_OPS)},
-        "extra": {"files": len(paths), "fsynced": durable, "io": "os" if use_os else "fsspec"},
-    }
+    return phases.result(
+        files[0].global_rank if files else -1,
+        write_bytes * len(paths),
+        extra={"files": len(paths), "fsynced": durable, "io": backend.name},
+        latencies_s={op: latencies[:, i] for i, op in enumerate(CREATE_OPS)},
+    )
 
 
 def commit_task(
-    ctx: RankContext, *, fs: FsSpec, directory: str, manifest: bytes, io: str = "auto"
-) -> dict[str, Any]:
+    ctx: RankContext, *, fs: BackendSpec, directory: str, manifest: bytes
+) -> RankResult:
     """Rank task: write ``.metadata.tmp``, fsync, close, rename to ``.metadata``, sync the dir."""
-    use_os = _use_os(fs, io)
+    backend = fs.open()
     tmp_path, final_path = metadata_paths(directory)
-    filesystem = None if use_os else fs.filesystem()
     clock = time.perf_counter
-    start = ctx.start()
+    phases = PhaseMarks.start(ctx)
     t0 = clock()
-    if use_os:
-        descriptor = os.open(tmp_path, _CREATE_FLAGS, 0o644)
-        _write_all(descriptor, manifest)
+    handle = backend.create(tmp_path)  # exclusive: someone else's .metadata.tmp fails the commit
+    try:
+        backend.write_all(handle, manifest)
         t1 = clock()
-        os.fsync(descriptor)
+        backend.fsync(handle)
         t2 = clock()
-        os.close(descriptor)
-        t3 = clock()
-        os.rename(tmp_path, final_path)
-        t4 = clock()
-        # The rename is durable once the directory entry is: fsync the directory.
-        directory_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(directory_fd)
-        finally:
-            os.close(directory_fd)
-    else:
-        assert filesystem is not None
-        handle = filesystem.open(tmp_path, "wb")
-        handle.write(manifest)
-        t1 = clock()
-        make_durable(handle)
-        t2 = clock()
-        handle.close()
-        t3 = clock()
-        filesystem.mv(tmp_path, final_path)
-        t4 = clock()
+    finally:
+        backend.close(handle)
+    t3 = clock()
+    backend.rename(tmp_path, final_path)
+    t4 = clock()
+    # The rename is durable once the directory entry is: sync the directory (where it has one).
+    backend.fsync_dir(directory)
     t5 = clock()
-    end = time.monotonic()
+    phases.mark("commit")
     stamps = (t0, t1, t2, t3, t4, t5)
-    return {
-        "local_rank": ctx.local_rank,
-        "global_rank": 0,
-        "bytes": len(manifest),
-        "start_mono": start,
-        "marks_mono": [("commit", end)],
-        "latencies": {op: [stamps[i + 1] - stamps[i]] for i, op in enumerate(COMMIT_OPS)},
-        "extra": {"files": 1, "io": "os" if use_os else "fsspec"},
-    }
+    return phases.result(
+        0,
+        len(manifest),
+        extra={"files": 1, "io": backend.name},
+        latencies_s={
+            op: np.asarray([stamps[i + 1] - stamps[i]]) for i, op in enumerate(COMMIT_OPS)
+        },
+    )
 
 
-def list_task(ctx: RankContext, *, fs: FsSpec, directory: str, io: str = "auto") -> dict[str, Any]:
+def list_task(ctx: RankContext, *, fs: BackendSpec, directory: str) -> RankResult:
     """Rank task: list ``directory`` once, as a restore's coordinator does; returns the names."""
-    use_os = _use_os(fs, io)
-    filesystem = None if use_os else fs.filesystem()
-    start = ctx.start()
+    backend = fs.open()
+    phases = PhaseMarks.start(ctx)
     t0 = time.perf_counter()
-    if use_os:
-        names = os.listdir(directory)
-    else:
-        assert filesystem is not None
-        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in filesystem.ls(directory, detail=False)]
+    names = backend.listdir(directory)
     t1 = time.perf_counter()
-    end = time.monotonic()
-    return {
-        "local_rank": ctx.local_rank,
-        "global_rank": 0,
-        "bytes": 0,
-        "start_mono": start,
-        "marks_mono": [("list", end)],
-        "latencies": {"list": [t1 - t0]},
-        "extra": {"files": 1, "names": sorted(names)},
-    }
+    phases.mark("list")
+    return phases.result(
+        0,
+        0,
+        extra={"files": 1},
+        latencies_s={"list": np.asarray([t1 - t0])},
+        returned={"names": sorted(names)},
+    )
 
 
 def _timed_each(
-    ctx: RankContext, paths: list[str], op: Callable[[str], Any]
-) -> tuple[float, np.ndarray, list[Any], float]:
-    """Apply ``op`` to each path from the common start, reading the clock after each call.
+    ctx: RankContext, op: str, paths: list[str], call: Callable[[str], Any]
+) -> tuple[RankResult, list[Any]]:
+    """Apply ``call`` to each path from the common start, reading the clock after each call.
 
-    Returns (start_mono, per-call latencies in seconds, op's results, end_mono). The loop does
-    nothing else, so each latency is the operation's own, plus one clock read.
+    Returns the rank's result (one mark, every call's latency) and the calls' results. The loop
+    does nothing else, so each latency is the operation's own, plus one clock read.
     """
     clock = time.perf_counter
     stamps = np.empty(len(paths) + 1, dtype=np.float64)
     results: list[Any] = [None] * len(paths)
-    start = ctx.start()
+    phases = PhaseMarks.start(ctx)
     stamps[0] = clock()
     for n, path in enumerate(paths):
-        results[n] = op(path)
+        results[n] = call(path)
         stamps[n + 1] = clock()
-    return start, np.diff(stamps), results, time.monotonic()
+    phases.mark(op)
+    record = phases.result(
+        -1,
+        0,
+        extra={"files": len(paths)},
+        latencies_s={op: np.diff(stamps)},
+    )
+    return record, results
 
 
-def _per_file_record(
-    ctx: RankContext,
-    op: str,
-    timed: tuple[float, np.ndarray, list[Any], float],
-    extra: dict[str, Any],
-) -> dict[str, Any]:
-    """A per-file phase's rank record: one mark, every call's latency."""
-    start, latencies, _, end = timed
-    return {
-        "local_rank": ctx.local_rank,
-        "global_rank": -1,
-        "bytes": 0,
-        "start_mono": start,
-        "marks_mono": [(op, end)],
-        "latencies": {op: latencies},
-        "extra": {"files": len(latencies), **extra},
-    }
-
-
-def stat_task(
-    ctx: RankContext, *, fs: FsSpec, paths: list[str], io: str = "auto"
-) -> dict[str, Any]:
+def stat_task(ctx: RankContext, *, fs: BackendSpec, paths: list[str]) -> RankResult:
     """Rank task: stat each of ``paths`` from the common start; returns their sizes."""
-    if _use_os(fs, io):
-        timed = _timed_each(ctx, paths, os.stat)
-        sizes = [result.st_size for result in timed[2]]
-    else:
-        timed = _timed_each(ctx, paths, fs.filesystem().info)
-        sizes = [result["size"] for result in timed[2]]
-    return _per_file_record(ctx, "stat", timed, {"sizes": np.asarray(sizes, dtype=np.int64)})
+    record, sizes = _timed_each(ctx, "stat", paths, fs.open().size)
+    return dataclasses.replace(record, returned={"sizes": np.asarray(sizes, dtype=np.int64)})
 
 
-def unlink_task(
-    ctx: RankContext, *, fs: FsSpec, paths: list[str], io: str = "auto"
-) -> dict[str, Any]:
+def unlink_task(ctx: RankContext, *, fs: BackendSpec, paths: list[str]) -> RankResult:
     """Rank task: remove each of ``paths`` from the common start (the retention delete storm)."""
-    op = os.unlink if _use_os(fs, io) else fs.filesystem().rm_file
-    return _per_file_record(ctx, "unlink", _timed_each(ctx, paths, op), {})
+    return _timed_each(ctx, "unlink", paths, fs.open().unlink)[0]
 
 
 # --- results and drivers ----------------------------------------------------------------------
@@ -374,17 +305,13 @@ def combine_phases(phases: Sequence[Phase]) -> Phase:
     return Phase(first.name, sum(p.ops for p in phases), burst, raw)
 
 
-def _phase(name: str, ops: int, results: list[dict[str, Any]]) -> Phase:
-    kinds = list(results[0]["latencies"])
+def _phase(name: str, ops: int, results: list[RankResult]) -> Phase:
     raw = {
-        op: np.concatenate([np.asarray(r["latencies"][op], dtype=np.float64) for r in results])
-        for op in kinds
+        op: np.concatenate([np.asarray(r.latencies_s[op], dtype=np.float64) for r in results])
+        for op in results[0].latencies_s
     }
-    slim = []
-    for result in results:
-        extra = {k: v for k, v in result.get("extra", {}).items() if k not in ("sizes", "names")}
-        slim.append({**{k: v for k, v in result.items() if k != "latencies"}, "extra": extra})
-    return Phase(name, ops, BurstResult(f"metadata-{name}", tuple(records_from_results(slim))), raw)
+    burst = BurstResult(f"metadata-{name}", tuple(records_from_results(results)))
+    return Phase(name, ops, burst, raw)
 
 
 @dataclass(frozen=True)
@@ -397,6 +324,7 @@ class StormResult:
     metadata_path: str | None
     """``.metadata`` after the commit, or None where the storm ran without one."""
     io: str
+    """The backend the storm ran on (``posix`` or ``fsspec``)."""
     create: Phase
     commit: Phase | None
 
@@ -451,7 +379,7 @@ def manifest_bytes(files: Sequence[StormFile], write_bytes: int) -> bytes:
 
 def run_metadata_storm(
     pool: RankPool,
-    fs: FsSpec,
+    fs: BackendSpec,
     directory: str,
     files: Sequence[StormFile],
     timeout_s: float,
@@ -460,7 +388,6 @@ def run_metadata_storm(
     write_bytes: int = WRITE_BYTES,
     fsync: bool = True,
     commit: bool = True,
-    io: str = "auto",
     before_start: StartHook | None = None,
 ) -> StormResult:
     """Create ``files`` (spread over the pool's ranks) from a common start, then commit.
@@ -472,20 +399,11 @@ def run_metadata_storm(
     if not files:
         raise ValueError("a metadata storm needs at least one file")
     chunks = split(list(files), pool.ranks)
-    kwargs = [
-        {
-            "fs": fs,
-            "files": c,
-            "run_id": run_id,
-            "write_bytes": write_bytes,
-            "fsync": fsync,
-            "io": io,
-        }
-        for c in chunks
-    ]
     labels = [f"local rank {i} ({len(c)} files from {c[0].path})" for i, c in enumerate(chunks)]
-    results = pool.run(create_task, kwargs, timeout_s, before_start, labels)
-    used = results[0]["extra"]["io"]
+    kwargs = [{"files": c} for c in chunks]
+    shared = {"fs": fs, "run_id": run_id, "write_bytes": write_bytes, "fsync": fsync}
+    results = run_ranks(pool, create_task, kwargs, timeout_s, before_start, labels, shared=shared)
+    used = results[0].extra["io"]
     create = _phase("create", len(files), results)
     committed = None
     if commit:
@@ -496,7 +414,6 @@ def run_metadata_storm(
             files,
             timeout_s,
             write_bytes=write_bytes,
-            io=io,
             before_start=before_start,
         )
     metadata_path = metadata_paths(directory)[1] if commit else None
@@ -507,21 +424,21 @@ def run_metadata_storm(
 
 def run_commit(
     pool: RankPool,
-    fs: FsSpec,
+    fs: BackendSpec,
     directory: str,
     files: Sequence[StormFile],
     timeout_s: float,
     *,
     write_bytes: int = WRITE_BYTES,
-    io: str = "auto",
     before_start: StartHook | None = None,
 ) -> Phase:
     """The coordinator's commit once every rank's files are closed: ``.metadata.tmp`` written,
     fsynced, closed, renamed to ``.metadata``, directory synced (one rank of the pool)."""
     manifest = manifest_bytes(files, write_bytes)
-    results = pool.run(
+    results = run_ranks(
+        pool,
         commit_task,
-        [{"fs": fs, "directory": directory, "manifest": manifest, "io": io}],
+        [{"fs": fs, "directory": directory, "manifest": manifest}],
         timeout_s,
         before_start,
         [f"local rank 0 (commit of {directory})"],
@@ -548,11 +465,10 @@ class RestoreListing:
 
 def run_restore_listing(
     pool: RankPool,
-    fs: FsSpec,
+    fs: BackendSpec,
     directory: str,
     timeout_s: float,
     *,
-    io: str = "auto",
     part: tuple[int, int] = (0, 1),
     before_start: StartHook | None = None,
 ) -> RestoreListing:
@@ -560,44 +476,39 @@ def run_restore_listing(
 
     ``part=(index, count)``: with many nodes, this node stats only its share of the entries.
     """
-    listed = pool.run(
+    listed = run_ranks(
+        pool,
         list_task,
-        [{"fs": fs, "directory": directory, "io": io}],
+        [{"fs": fs, "directory": directory}],
         timeout_s,
         before_start,
         [f"local rank 0 (listing {directory})"],
     )
-    names = tuple(listed[0]["extra"]["names"])
+    names = tuple(listed[0].returned["names"])
     list_phase = _phase("list", 1, listed)
     if not names:
         raise ValueError(f"restore listing: {directory} is empty")
     index, count = part
     shares = split(list(names), count)
     paths = [_join(directory, name) for name in (shares[index] if index < len(shares) else [])]
-    chunks = split(paths, pool.ranks)
-    results = pool.run(
-        stat_task,
-        [{"fs": fs, "paths": c, "io": io} for c in chunks],
-        timeout_s,
-        before_start,
-        [f"local rank {i} (stat of {len(c)} files)" for i, c in enumerate(chunks)],
+    stat_phase, chunks, results = _per_file_phase(
+        pool, stat_task, "stat", fs, paths, timeout_s, before_start
     )
     sizes: dict[str, int] = {}
     for chunk, result in zip(chunks, results, strict=True):
         sizes.update(
             (p.rsplit("/", 1)[-1], int(s))
-            for p, s in zip(chunk, result["extra"]["sizes"], strict=True)
+            for p, s in zip(chunk, result.returned["sizes"], strict=True)
         )
-    return RestoreListing(names, sizes, list_phase, _phase("stat", len(paths), results))
+    return RestoreListing(names, sizes, list_phase, stat_phase)
 
 
 def run_delete_storm(
     pool: RankPool,
-    fs: FsSpec,
+    fs: BackendSpec,
     paths: Sequence[str],
     timeout_s: float,
     *,
-    io: str = "auto",
     before_start: StartHook | None = None,
 ) -> Phase:
     """Unlink ``paths`` (one checkpoint's files), split over the pool's ranks, from a start.
@@ -606,12 +517,30 @@ def run_delete_storm(
     """
     if not paths:
         raise ValueError("a delete storm needs at least one file")
+    return _per_file_phase(pool, unlink_task, "unlink", fs, paths, timeout_s, before_start)[0]
+
+
+def _per_file_phase(
+    pool: RankPool,
+    task: Callable[..., RankResult],
+    op: str,
+    fs: BackendSpec,
+    paths: Sequence[str],
+    timeout_s: float,
+    before_start: StartHook | None,
+) -> tuple[Phase, list[list[str]], list[RankResult]]:
+    """Run a per-file task (stat, unlink) over ``paths`` split across the pool's ranks.
+
+    Returns the phase, and each rank's chunk with its result (for what the task returned).
+    """
     chunks = split(list(paths), pool.ranks)
-    results = pool.run(
-        unlink_task,
-        [{"fs": fs, "paths": c, "io": io} for c in chunks],
+    results = run_ranks(
+        pool,
+        task,
+        [{"paths": c} for c in chunks],
         timeout_s,
         before_start,
-        [f"local rank {i} (unlink of {len(c)} files)" for i, c in enumerate(chunks)],
+        [f"local rank {i} ({op} of {len(c)} files)" for i, c in enumerate(chunks)],
+        shared={"fs": fs},
     )
-    return _phase("unlink", len(paths), results)
+    return _phase(op, len(paths), results), chunks, results

@@ -6,18 +6,18 @@ shard of local rank ``(i + shift) mod n``, IOR's ``-C`` ("reorder tasks") that s
 so no task reads what it wrote itself. On one node ``shift=1``; the MPI layer passes the
 node's rank count, so each node reads another node's files.
 
-Before the common start every rank drops its file's pages (fsync, then fadvise DONTNEED;
-``ckptgate.storage.pagecache``) and measures the file's residency; a read whose data was resident is
-cache-served, and the requirement does not count it, except on a memory-backed target (tmpfs),
-where the cache is the storage and the report names it so. With ``direct`` the read uses
-O_DIRECT where the filesystem allows it and says why where it does not.
+Before the common start every rank drops its file's pages (the backend's ``drop_pages``: on
+POSIX fsync, then fadvise DONTNEED) and measures the file's residency; a read whose data was
+resident is cache-served, and the requirement does not count it, except on a memory-backed
+target (tmpfs), where the cache is the storage and the report names it so. With ``direct``
+the read uses O_DIRECT where the filesystem allows it and says why where it does not.
 
 Every byte read is checked against what the writer stamped (``ckptgate.engine.datagen``); a mismatch
 raises ``DataMismatch`` naming the file and the offset. Verification runs in the read loop,
 after each transfer and before the next, so the read phase includes it; each rank reports the
 part it took as ``verify_s`` in ``extra`` (one hashing pass over the data at memory speed:
 about a fifth of the time of a read from tmpfs, little beside a read from a disk). Readback is
-read-only: files are opened ``O_RDONLY`` and never removed here.
+read-only: files are opened read-only and never removed here.
 
 Memory per rank: the stamper's buffer (``fill``'s expected bytes, hashed once per length and
 compared with in place off the grid) and one aligned read buffer, each one transfer.
@@ -25,20 +25,29 @@ compared with in place off the grid) and one aligned read buffer, each one trans
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from ckptgate.engine.datagen import BlockStamper, DataMismatch
 from ckptgate.engine.pool import RankContext, RankPool, StartHook
-from ckptgate.engine.records import BurstResult, records_from_results
-from ckptgate.storage import pagecache
-from ckptgate.storage.fsio import FsSpec, file_descriptor
-from ckptgate.storage.target import MEMORY_BACKED_FS_TYPES, local_fs_facts
+from ckptgate.engine.records import (
+    BurstResult,
+    PhaseMarks,
+    RankResult,
+    records_from_results,
+    run_ranks,
+)
+from ckptgate.storage.backend import (
+    DIRECT_ALIGN_BYTES,
+    Backend,
+    BackendSpec,
+    ReadFile,
+    aligned_buffer,
+)
 from ckptgate.workloads.write_burst import ShardFile, peak_rss_bytes
 
 CACHE_SERVED_FRACTION = 0.01
@@ -48,25 +57,21 @@ mapping holds), and those do not change a read's time; one percent does not eith
 
 
 class RangeReader:
-    """Reads ``[offset, offset + length)`` of one file in transfer-size chunks and verifies it.
+    """Reads ``[offset, offset + length)`` of one file in transfer-size chunks and verifies it,
+    through the backend's ``open_read`` and ``read_into`` (O_DIRECT where asked and allowed)."""
 
-    A local target is read through a descriptor (so the page cache can be bypassed with
-    O_DIRECT); any other fsspec target through its file object's ``readinto``.
-    """
-
-    def __init__(self, fs: FsSpec, shard: ShardFile, direct: bool) -> None:
-        self.fs = fs
+    def __init__(self, backend: Backend[Any], shard: ShardFile, direct: bool) -> None:
+        self.backend = backend
         self.shard = shard
         self.stamper = BlockStamper(shard.stamp, shard.transfer_bytes)
         self.step = self.stamper.step_bytes
-        self.buffer = pagecache.aligned_buffer(self.step)
+        self.buffer = aligned_buffer(self.step)
         self.view = memoryview(self.buffer)
         self.array = np.frombuffer(self.buffer, dtype=np.uint8)
         self.want_direct = direct
         self.verify_s = 0.0
         """Time spent verifying, inside ``read_verify`` (so inside the caller's read phase)."""
-        self.opened: pagecache.OpenedFile | None = None
-        self.handle: IO[bytes] | None = None
+        self.opened: ReadFile[Any] | None = None
 
     @property
     def direct(self) -> bool:
@@ -77,47 +82,28 @@ class RangeReader:
         return self.opened.refused if self.opened else None
 
     def open(self) -> None:
-        if self.fs.is_local:
-            self.opened = pagecache.open_read(self.shard.path, self.want_direct)
-        else:
-            # fsspec's own read-ahead cache would serve reads from memory: turn it off
-            self.handle = self.fs.filesystem().open(self.shard.path, "rb", cache_type="none")
-            descriptor = file_descriptor(self.handle)
-            refused = "not a local file: no O_DIRECT" if self.want_direct else None
-            self.opened = pagecache.OpenedFile(descriptor or -1, False, refused)
-
-    def _read(self, offset: int, length: int) -> int:
-        """Read ``length`` bytes at ``offset`` into the buffer; returns the bytes read."""
-        if self.handle is None:
-            assert self.opened is not None
-            return pagecache.read_into(
-                self.opened.fd, self.view[:length], offset, direct=self.opened.direct
-            )
-        self.handle.seek(offset)
-        done = 0
-        while done < length:
-            count = self.handle.readinto(self.view[done:length])  # type: ignore[attr-defined]
-            if not count:
-                break
-            done += count
-        return done
+        self.opened = self.backend.open_read(self.shard.path, direct=self.want_direct)
 
     def read_verify(self, offset: int, length: int) -> int:
         """Read and verify the range; chunks after the first lie on the transfer grid."""
+        opened = self.opened
+        if opened is None:
+            raise RuntimeError(f"{self.shard.path}: read before open")
+        read_into = self.backend.read_into
         position, end = offset, offset + length
-        align = pagecache.DIRECT_ALIGN_BYTES
+        align = DIRECT_ALIGN_BYTES
         while position < end:
             take = min(self.step - position % self.step, end - position)
-            if self.direct and (position % align or take % align):
+            if opened.direct and (position % align or take % align):
                 # O_DIRECT wants aligned offsets and lengths: read the aligned blocks around
                 # the range (only a file's tail or a resharded slice's edge gets here)
                 start = position - position % align
                 span = -(-(position + take - start) // align) * align
-                got = self._read(start, span)
+                got = read_into(opened, self.view[:span], start)
                 skip = position - start
                 data = self.array[skip : max(skip, min(got, skip + take))]
             else:
-                got = self._read(position, take)
+                got = read_into(opened, self.view[:take], position)
                 data = self.array[: min(got, take)]
             if len(data) < take:
                 raise DataMismatch(
@@ -131,28 +117,25 @@ class RangeReader:
         return length
 
     def close(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
-            self.handle = None
-        elif self.opened is not None:
-            os.close(self.opened.fd)
+        if self.opened is not None:
+            self.backend.close(self.opened.handle)
         self.opened = None
 
 
-def prepare_file(fs: FsSpec, path: str, drop_cache: bool) -> dict[str, Any]:
-    """Drop ``path``'s pages and measure its residency before and after (local targets only).
+def prepare_file(backend: Backend[Any], path: str, drop_cache: bool) -> dict[str, Any]:
+    """Drop ``path``'s pages and measure its residency before and after.
 
-    Returns ``resident_before_drop`` and ``resident_fraction`` (None where there is no page
-    cache of this node to measure: an object store).
+    Returns ``resident_before_drop`` and ``resident_fraction`` (None where the backend has no
+    page cache of this node to measure: an object store).
     """
-    if not fs.is_local:
+    if not backend.has_page_cache:
         return {"resident_before_drop": None, "resident_fraction": None, "dropped": False}
-    before = pagecache.resident_fraction(path)
+    before = backend.resident_fraction(path)
     if drop_cache:
-        pagecache.drop_pages(path)
+        backend.drop_pages(path)
     return {
         "resident_before_drop": before,
-        "resident_fraction": pagecache.resident_fraction(path),
+        "resident_fraction": backend.resident_fraction(path),
         "dropped": drop_cache,
     }
 
@@ -160,36 +143,34 @@ def prepare_file(fs: FsSpec, path: str, drop_cache: bool) -> dict[str, Any]:
 def read_shard_task(
     ctx: RankContext,
     *,
-    fs: FsSpec,
+    fs: BackendSpec,
     shard: ShardFile,
     written_by: int,
     direct: bool = False,
     drop_cache: bool = True,
-) -> dict[str, Any]:
+) -> RankResult:
     """Rank task: read and verify another rank's whole shard from the common start.
 
     The drop and the residency measurement happen before the barrier, so they cost no read
     time and nothing can bring the pages back between them and the read but the read itself.
     """
-    reader = RangeReader(fs, shard, direct)
-    cache = prepare_file(fs, shard.path, drop_cache)
-    start = ctx.start()
+    backend = fs.open()
+    reader = RangeReader(backend, shard, direct)
+    cache = prepare_file(backend, shard.path, drop_cache)
+    phases = PhaseMarks.start(ctx)
     reader.open()
-    opened = time.monotonic()
+    phases.mark("open")
     try:
         read = reader.read_verify(0, shard.bytes)
-        done = time.monotonic()
+        phases.mark("read")
         direct_used, refused = reader.direct, reader.direct_refused
     finally:
         reader.close()
-    closed = time.monotonic()
-    return {
-        "local_rank": ctx.local_rank,
-        "global_rank": shard.global_rank,
-        "bytes": read,
-        "start_mono": start,
-        "marks_mono": [("open", opened), ("read", done), ("close", closed)],
-        "extra": {
+    phases.mark("close")
+    return phases.result(
+        shard.global_rank,
+        read,
+        extra={
             "path": shard.path,
             "written_by_local_rank": written_by,
             **cache,
@@ -198,14 +179,7 @@ def read_shard_task(
             "verify_s": reader.verify_s,
             "peak_rss_bytes": peak_rss_bytes(),
         },
-    }
-
-
-def memory_backed(fs: FsSpec, path: str) -> bool:
-    """Whether ``path`` lives in memory (tmpfs, ramfs, fsspec's memory filesystem)."""
-    if fs.is_local:
-        return local_fs_facts(os.path.dirname(path) or ".").memory_backed
-    return fs.protocol in MEMORY_BACKED_FS_TYPES
+    )
 
 
 @dataclass(frozen=True)
@@ -294,7 +268,7 @@ def readback_assignment(count: int, shift: int) -> list[int]:
 
 def run_readback(
     pool: RankPool,
-    fs_spec: FsSpec,
+    fs_spec: BackendSpec,
     shards: Sequence[ShardFile],
     timeout_s: float,
     *,
@@ -313,20 +287,14 @@ def run_readback(
     if not shards:
         raise ValueError("readback needs at least one shard")
     order = readback_assignment(len(shards), shift)
-    kwargs = [
-        {
-            "fs": fs_spec,
-            "shard": shards[j],
-            "written_by": j,
-            "direct": direct,
-            "drop_cache": drop_cache,
-        }
-        for j in order
-    ]
+    kwargs = [{"shard": shards[j], "written_by": j} for j in order]
     labels = [
         f"rank {i} reading global rank {shards[j].global_rank} ({shards[j].path})"
         for i, j in enumerate(order)
     ]
-    results = pool.run(read_shard_task, kwargs, timeout_s, before_start, labels)
+    shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache}
+    results = run_ranks(
+        pool, read_shard_task, kwargs, timeout_s, before_start, labels, shared=shared
+    )
     burst = BurstResult("read", tuple(records_from_results(results)))
-    return summarize(burst, memory_backed(fs_spec, shards[0].path))
+    return summarize(burst, fs_spec.open().memory_backed(shards[0].path))

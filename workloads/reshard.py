@@ -15,21 +15,20 @@ residency measured, every byte compared with its stamp); ``run_reshard`` drives 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ckptgate.engine.pool import RankContext, RankPool, StartHook
-from ckptgate.engine.records import BurstResult, records_from_results
-from ckptgate.storage.fsio import FsSpec
-from ckptgate.workloads.readback import (
-    RangeReader,
-    ReadResult,
-    memory_backed,
-    prepare_file,
-    summarize,
+from ckptgate.engine.records import (
+    BurstResult,
+    PhaseMarks,
+    RankResult,
+    records_from_results,
+    run_ranks,
 )
+from ckptgate.storage.backend import BackendSpec
+from ckptgate.workloads.readback import RangeReader, ReadResult, prepare_file, summarize
 from ckptgate.workloads.write_burst import ShardFile, peak_rss_bytes
 
 
@@ -83,44 +82,44 @@ def plan_reshard(
 def reshard_task(
     ctx: RankContext,
     *,
-    fs: FsSpec,
+    fs: BackendSpec,
     new_rank: int,
     ranges: Sequence[ReshardRange],
     sources: dict[str, ShardFile],
     direct: bool = False,
     drop_cache: bool = True,
-) -> dict[str, Any]:
+) -> RankResult:
     """Rank task: read and verify one new rank's ranges from the common start.
 
     Readers (one stamp pool and one buffer per file touched, a few transfers in all) are built
     and the cache dropped before the barrier, so the timed span holds only open, read, close.
     Phases repeat per file; the records sum them.
     """
-    readers = [RangeReader(fs, sources[r.path], direct) for r in ranges]
+    backend = fs.open()
+    readers = [RangeReader(backend, sources[r.path], direct) for r in ranges]
     files = []
     for r in ranges:
         # several new ranks may share an old file: each drops and measures what it will read
-        files.append({"path": r.path, "bytes": r.length, **prepare_file(fs, r.path, drop_cache)})
-    start = ctx.start()
-    marks: list[tuple[str, float]] = []
+        cache = prepare_file(backend, r.path, drop_cache)
+        files.append({"path": r.path, "bytes": r.length, **cache})
+    phases = PhaseMarks.start(ctx)
     total = 0
     for reader, r, info in zip(readers, ranges, files, strict=True):
         reader.open()
-        marks.append(("open", time.monotonic()))
+        phases.mark("open")
         try:
             total += reader.read_verify(r.offset, r.length)
-            marks.append(("read", time.monotonic()))
+            phases.mark("read")
             info.update(direct=reader.direct, direct_refused=reader.direct_refused)
         finally:
             reader.close()
-        marks.append(("close", time.monotonic()))
-    return {
-        "local_rank": ctx.local_rank,
-        "global_rank": new_rank,
-        "bytes": total,
-        "start_mono": start,
-        "marks_mono": marks or [("read", start)],
-        "extra": {
+        phases.mark("close")
+    if not ranges:  # a new rank with nothing to read: one empty read phase
+        phases.marks.append(("read", phases.start_mono))
+    return phases.result(
+        new_rank,
+        total,
+        extra={
             "files_touched": len({r.path for r in ranges}),
             "range_count": len(ranges),
             "ranges": [list(r) for r in ranges],
@@ -128,7 +127,7 @@ def reshard_task(
             "verify_s": sum(reader.verify_s for reader in readers),
             "peak_rss_bytes": peak_rss_bytes(),
         },
-    }
+    )
 
 
 @dataclass(frozen=True)
@@ -159,7 +158,7 @@ class ReshardResult:
 
 def run_reshard(
     pool: RankPool,
-    fs_spec: FsSpec,
+    fs_spec: BackendSpec,
     shards: Sequence[ShardFile],
     timeout_s: float,
     *,
@@ -176,18 +175,12 @@ def run_reshard(
     plan = plan_reshard([(s.global_rank, s.path, s.bytes) for s in shards], count)
     sources = {s.path: s for s in shards}
     kwargs = [
-        {
-            "fs": fs_spec,
-            "new_rank": m,
-            "ranges": ranges,
-            "sources": {r.path: sources[r.path] for r in ranges},
-            "direct": direct,
-            "drop_cache": drop_cache,
-        }
+        {"new_rank": m, "ranges": ranges, "sources": {r.path: sources[r.path] for r in ranges}}
         for m, ranges in enumerate(plan)
     ]
     labels = [f"new rank {m} of {count} ({len(ranges)} ranges)" for m, ranges in enumerate(plan)]
-    results = pool.run(reshard_task, kwargs, timeout_s, before_start, labels)
+    shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache}
+    results = run_ranks(pool, reshard_task, kwargs, timeout_s, before_start, labels, shared=shared)
     burst = BurstResult("reshard", tuple(records_from_results(results)))
-    read = summarize(burst, memory_backed(fs_spec, shards[0].path))
+    read = summarize(burst, fs_spec.open().memory_backed(shards[0].path))
     return ReshardResult(read, len(shards), count, tuple(tuple(r) for r in plan))

@@ -5,6 +5,9 @@ rank's shard as one file, in ``transfer_bytes`` writes of stamped data, fsyncs i
 it. Each rank timestamps the end of open, write, fsync and close on the node's monotonic
 clock; the burst's span runs from the common start to the last rank's close.
 
+The loop is written once against the backend's ``Writer`` operations (create, write_all,
+fsync, close); the null sink is a ``Writer`` that drops the bytes.
+
 Memory per rank: the stamper's one transfer buffer (the stamped pool), whatever the shard size.
 """
 
@@ -18,8 +21,14 @@ from typing import Any
 
 from ckptgate.engine.datagen import BlockStamper, StampKey
 from ckptgate.engine.pool import RankContext, RankPool, StartHook
-from ckptgate.engine.records import BurstResult, records_from_results
-from ckptgate.storage.fsio import FsSpec, make_durable
+from ckptgate.engine.records import (
+    BurstResult,
+    PhaseMarks,
+    RankResult,
+    records_from_results,
+    run_ranks,
+)
+from ckptgate.storage.backend import BackendSpec, Bytes, Writer
 
 
 @dataclass(frozen=True)
@@ -47,9 +56,28 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+class NullSink:
+    """A writer that drops every byte: the generator loop alone, with no target (``sink="null"``).
+
+    Fills ``Writer`` (``ckptgate.storage.backend``) so the null burst runs the same loop.
+    """
+
+    def create(self, path: str, *, exclusive: bool = True) -> None:
+        return None
+
+    def write_all(self, handle: None, data: Bytes) -> None:
+        pass
+
+    def fsync(self, handle: None) -> bool:
+        return False  # nothing was made durable
+
+    def close(self, handle: None) -> None:
+        pass
+
+
 def write_shard_task(
-    ctx: RankContext, *, fs: FsSpec, shard: ShardFile, fsync: bool = True, sink: str = "target"
-) -> dict[str, Any]:
+    ctx: RankContext, *, fs: BackendSpec, shard: ShardFile, fsync: bool = True, sink: str = "target"
+) -> RankResult:
     """Rank task: write one shard file from the common start; ``sink="null"`` skips the I/O.
 
     The null sink runs the same generator loop without a target, which measures the suite's
@@ -57,49 +85,43 @@ def write_shard_task(
     """
     stamper = BlockStamper(shard.stamp, shard.transfer_bytes)
     step = stamper.step_bytes
-    filesystem = fs.filesystem() if sink == "target" else None
+    writer: Writer[Any] = fs.open() if sink == "target" else NullSink()
+    write_all = writer.write_all
     generate_s = 0.0
-    start = ctx.start()
-    if filesystem is None:
-        handle = None
-        opened = time.monotonic()
-    else:
-        handle = filesystem.open(shard.path, "wb")
-        opened = time.monotonic()
+    phases = PhaseMarks.start(ctx)
+    # Not exclusive: a round's paths are new and registered, and the burst has always
+    # truncated (a rerun onto the same registered path, as tests do, must still work).
+    handle = writer.create(shard.path, exclusive=False)
+    phases.mark("open")
     offset = 0
     try:
         while offset < shard.bytes:
             before = time.perf_counter()
             view = stamper.fill(offset, min(step, shard.bytes - offset))
             generate_s += time.perf_counter() - before
-            if handle is not None:
-                handle.write(view)
+            write_all(handle, view)
             offset += len(view)
-        written = time.monotonic()
-        durable = bool(handle is not None and fsync and make_durable(handle))
-        synced = time.monotonic()
+        phases.mark("write")
+        durable = fsync and writer.fsync(handle)
+        phases.mark("fsync")
     finally:
-        if handle is not None:
-            handle.close()
-    closed = time.monotonic()
-    return {
-        "local_rank": ctx.local_rank,
-        "global_rank": shard.global_rank,
-        "bytes": offset,
-        "start_mono": start,
-        "marks_mono": [("open", opened), ("write", written), ("fsync", synced), ("close", closed)],
-        "extra": {
+        writer.close(handle)
+    phases.mark("close")
+    return phases.result(
+        shard.global_rank,
+        offset,
+        extra={
             "generate_s": generate_s,
             "fsynced": durable,
             "peak_rss_bytes": peak_rss_bytes(),
             "path": shard.path,
         },
-    }
+    )
 
 
 def run_write_burst(
     pool: RankPool,
-    fs: FsSpec,
+    fs: BackendSpec,
     shards: Sequence[ShardFile],
     timeout_s: float,
     *,
@@ -108,9 +130,12 @@ def run_write_burst(
     before_start: StartHook | None = None,
 ) -> BurstResult:
     """Write ``shards`` (one per local rank) from a common start; returns the burst's records."""
-    kwargs = [{"fs": fs, "shard": s, "fsync": fsync, "sink": sink} for s in shards]
     labels = [f"global rank {s.global_rank} ({s.path})" for s in shards]
-    results = pool.run(write_shard_task, kwargs, timeout_s, before_start, labels)
+    kwargs = [{"shard": s} for s in shards]
+    shared = {"fs": fs, "fsync": fsync, "sink": sink}
+    results = run_ranks(
+        pool, write_shard_task, kwargs, timeout_s, before_start, labels, shared=shared
+    )
     return BurstResult(
         "write" if sink == "target" else "generate", tuple(records_from_results(results))
     )

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from ckptgate.engine.pool import RankContext
+from ckptgate.engine.records import PhaseMarks, RankResult
 
 
 def report_start(ctx: RankContext, *, delay_s: float = 0.0) -> dict[str, Any]:
@@ -38,3 +39,11 @@ def die_on(ctx: RankContext, *, bad_rank: int) -> dict[str, Any]:
     if ctx.local_rank == bad_rank:
         os._exit(3)
     return {"local_rank": ctx.local_rank}
+
+
+def typed_phases(ctx: RankContext, *, phases: list[str], marker: int) -> RankResult:
+    """Mark ``phases`` in order from the common start and return a typed result."""
+    marks = PhaseMarks.start(ctx)
+    for phase in phases:
+        marks.mark(phase)
+    return marks.result(100 + ctx.local_rank, marker, extra={"marker": marker})

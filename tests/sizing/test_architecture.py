@@ -3,11 +3,11 @@
 import dataclasses
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from ckptgate.sizing.architecture import count_parameters, layer_parameters
 from ckptgate.sizing.schema import Architecture
-from hypothesis import example, given
-from hypothesis import strategies as st
 
 LLAMA3_8B = Architecture(
     hidden=4096, ffn_hidden=14336, layers=32, heads=32, kv_heads=8, vocab=128256

@@ -11,7 +11,7 @@ import pytest
 
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.engine.records import BurstResult
-from ckptgate.storage.fsio import FsSpec
+from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.contention import (
     ReaderRun,
     dataset_files,
@@ -22,7 +22,7 @@ from ckptgate.workloads.contention import (
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
 MiB = 2**20
-LOCAL = FsSpec("file")
+LOCAL = BackendSpec("file")
 RUN_ID = 77
 
 

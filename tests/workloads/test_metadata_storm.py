@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ckptgate.engine.datagen import BlockStamper, StampKey
 from ckptgate.engine.pool import RankFailure, RankPool
-from ckptgate.storage.fsio import FsSpec
+from ckptgate.storage.backend import BackendName, BackendSpec
 from ckptgate.workloads.metadata_storm import (
     METADATA_NAME,
     METADATA_TMP_NAME,
@@ -29,7 +29,7 @@ from ckptgate.workloads.write_burst import shard_file_name
 
 RANKS = 3
 RUN_ID = 20261129
-LOCAL = FsSpec("file")
+LOCAL = BackendSpec("file")
 
 
 @pytest.fixture(scope="module")
@@ -45,17 +45,18 @@ def checkpoint(tmp_path: Path, name: str = "step-1") -> str:
     return str(directory)
 
 
-@pytest.mark.parametrize("io", ["os", "fsspec"])
+@pytest.mark.parametrize("backend", ["posix", "fsspec"])
 def test_storm_creates_exactly_the_files_and_commits_the_metadata(
-    pool: RankPool, tmp_path: Path, io: str
+    pool: RankPool, tmp_path: Path, backend: BackendName
 ) -> None:
     directory = checkpoint(tmp_path)
     files = storm_files(directory, 25, files_per_rank=2)
-    result = run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, io=io)
+    spec = BackendSpec("file", backend=backend)
+    result = run_metadata_storm(pool, spec, directory, files, 60, run_id=RUN_ID)
     names = {shard_file_name(g, i) for g in range(13) for i in range(2)} - {shard_file_name(12, 1)}
     assert set(os.listdir(directory)) == names | {METADATA_NAME}
     assert result.metadata_path == f"{directory}/{METADATA_NAME}"
-    assert (result.create.ops, result.committed_files, result.io) == (25, 26, io)
+    assert (result.create.ops, result.committed_files, result.io) == (25, 26, backend)
     assert {op: s.count for op, s in result.create.latencies.items()} == dict.fromkeys(
         ("create", "write", "fsync", "close"), 25
     )
@@ -127,14 +128,14 @@ def test_the_storm_never_overwrites_an_existing_file(pool: RankPool, tmp_path: P
     assert Path(files[4].path).read_bytes() == b"precious"
 
 
-@pytest.mark.parametrize("io", ["os", "fsspec"])
+@pytest.mark.parametrize("backend", ["posix", "fsspec"])
 def test_the_restore_listing_sees_and_stats_every_file(
-    pool: RankPool, tmp_path: Path, io: str
+    pool: RankPool, tmp_path: Path, backend: BackendName
 ) -> None:
     directory = checkpoint(tmp_path)
     files = storm_files(directory, 40, files_per_rank=1)
     storm = run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, fsync=False)
-    listing = run_restore_listing(pool, LOCAL, directory, 60, io=io)
+    listing = run_restore_listing(pool, BackendSpec("file", backend=backend), directory, 60)
     expected = {Path(p).name for p in storm.files} | {METADATA_NAME}
     assert set(listing.names) == expected
     assert set(listing.sizes) == expected
@@ -143,9 +144,9 @@ def test_the_restore_listing_sees_and_stats_every_file(
     assert len(listing.stat.burst.ranks) == RANKS
 
 
-@pytest.mark.parametrize("io", ["os", "fsspec"])
+@pytest.mark.parametrize("backend", ["posix", "fsspec"])
 def test_the_delete_storm_removes_only_that_checkpoints_files(
-    pool: RankPool, tmp_path: Path, io: str
+    pool: RankPool, tmp_path: Path, backend: BackendName
 ) -> None:
     older, newer = checkpoint(tmp_path, "step-1"), checkpoint(tmp_path, "step-2")
     kept = []
@@ -155,7 +156,7 @@ def test_the_delete_storm_removes_only_that_checkpoints_files(
         kept.append([*storm.files, storm.metadata_path])
     neighbour = Path(older, "notes.txt")
     neighbour.write_text("not ours")
-    phase = run_delete_storm(pool, LOCAL, kept[0], 60, io=io)
+    phase = run_delete_storm(pool, BackendSpec("file", backend=backend), kept[0], 60)
     assert (phase.ops, phase.latencies["unlink"].count) == (11, 11)
     assert os.listdir(older) == ["notes.txt"]
     assert all(os.path.exists(p) for p in kept[1])

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from ckptgate.engine.pool import RankFailure, RankPool
-from ckptgate.storage.fsio import FsSpec
+from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.target import local_fs_facts
 from ckptgate.workloads.readback import readback_assignment, run_readback
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
 RANKS = 3
 TRANSFER_BYTES = 64 * 1024
-FS = FsSpec("file")
+FS = BackendSpec("file")
 # uneven sizes, none a whole number of transfers or pages: tails and short reads get exercised
 SIZES = (1_000_003, 2_500_000, 777_777)
 

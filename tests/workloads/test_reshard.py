@@ -11,11 +11,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ckptgate.engine.pool import RankFailure, RankPool
-from ckptgate.storage.fsio import FsSpec
+from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.reshard import ReshardRange, default_new_ranks, plan_reshard, run_reshard
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
-FS = FsSpec("file")
+FS = BackendSpec("file")
 TRANSFER_BYTES = 64 * 1024
 
 sizes_strategy = st.lists(st.integers(0, 10_000), min_size=1, max_size=12)

@@ -1,0 +1,97 @@
+"""The fsspec backend: the operations table on any fsspec filesystem (object stores included).
+
+fsspec's file objects buffer writes and commit them on close; where a file object exposes an
+OS descriptor (a local filesystem) ``fsync`` reaches it, elsewhere it reports that nothing was
+made durable. Reads turn fsspec's own read-ahead cache off (``cache_type="none"``), which would
+otherwise serve them from this process's memory. fsspec gives no control of a page cache and
+no O_DIRECT, so this backend has neither; the POSIX backend serves local targets by default.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import IO, Any
+
+from fsspec import AbstractFileSystem
+
+from ckptgate.storage.backend import LOCAL_PROTOCOLS, Bytes, ReadFile
+from ckptgate.storage.target import MEMORY_BACKED_FS_TYPES, local_fs_facts
+
+
+def file_descriptor(handle: IO[bytes]) -> int | None:
+    """The OS file descriptor behind an fsspec file, or None where there is none."""
+    try:
+        return handle.fileno()
+    except (AttributeError, OSError, ValueError, NotImplementedError):
+        return None
+
+
+class FsspecBackend:
+    """Operations through one fsspec filesystem instance (handles are its file objects)."""
+
+    name = "fsspec"
+    has_page_cache = False
+
+    def __init__(self, filesystem: AbstractFileSystem) -> None:
+        self.fs = filesystem
+        protocol = filesystem.protocol
+        self.protocol: str = protocol if isinstance(protocol, str) else protocol[0]
+
+    def create(self, path: str, *, exclusive: bool = True) -> IO[bytes]:
+        return self.fs.open(path, "xb" if exclusive else "wb")
+
+    def write_all(self, handle: IO[bytes], data: Bytes) -> None:
+        handle.write(data)  # fsspec's files are buffered: a write takes every byte
+
+    def fsync(self, handle: IO[bytes]) -> bool:
+        handle.flush()
+        descriptor = file_descriptor(handle)
+        if descriptor is None:
+            return False  # an object store: the object is committed on close, not before
+        os.fsync(descriptor)
+        return True
+
+    def close(self, handle: IO[bytes]) -> None:
+        handle.close()
+
+    def open_read(self, path: str, *, direct: bool = False) -> ReadFile[IO[bytes]]:
+        handle = self.fs.open(path, "rb", cache_type="none")
+        refused = f"{self.protocol} through fsspec: no O_DIRECT" if direct else None
+        return ReadFile(handle, False, refused)
+
+    def read_into(self, file: ReadFile[IO[bytes]], buffer: memoryview, offset: int) -> int:
+        handle: Any = file.handle  # fsspec's file objects all have readinto
+        handle.seek(offset)
+        done = 0
+        while done < len(buffer):
+            count = handle.readinto(buffer[done:])
+            if not count:
+                break
+            done += count
+        return done
+
+    def size(self, path: str) -> int:
+        return int(self.fs.info(path)["size"])
+
+    def listdir(self, path: str) -> list[str]:
+        return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(path, detail=False)]
+
+    def unlink(self, path: str) -> None:
+        self.fs.rm_file(path)
+
+    def rename(self, source: str, destination: str) -> None:
+        self.fs.mv(source, destination)
+
+    def fsync_dir(self, path: str) -> bool:
+        return False  # fsspec has no directory descriptor to sync
+
+    def drop_pages(self, path: str) -> None:
+        pass  # no page cache this backend controls
+
+    def resident_fraction(self, path: str) -> float | None:
+        return None
+
+    def memory_backed(self, path: str) -> bool:
+        if self.protocol in LOCAL_PROTOCOLS:  # a local filesystem may be tmpfs: ask the kernel
+            return local_fs_facts(os.path.dirname(path) or ".").memory_backed
+        return self.protocol in MEMORY_BACKED_FS_TYPES
