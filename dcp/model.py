@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from ckptgate.sizing import Architecture
+from ckptgate.sizing.architecture import head_dim
 
 #: Bytes per parameter the suite knows, and what each adds.
 KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
@@ -48,28 +49,37 @@ _KIND_DTYPE = {
 }
 
 
-def architecture_from(arch: Mapping[str, int] | Architecture) -> Architecture:
-    """The profile's shape (sizing's ``Architecture``, or a mapping of its fields), checked
-    for what building real tensors needs: heads divide hidden, and kv_heads divide heads."""
+def architecture_from(arch: Mapping[str, int | None] | Architecture) -> Architecture:
+    """The profile's shape (sizing's ``Architecture``, or a mapping of its fields; ``head_dim``
+    optional), checked for what building real tensors needs: kv_heads divide heads, and
+    without an explicit head_dim, heads divide hidden."""
     if not isinstance(arch, Architecture):
+        optional = {f.name for f in fields(Architecture) if f.default is None}
         names = [f.name for f in fields(Architecture)]
-        missing = [name for name in names if name not in arch]
+        missing = [name for name in names if name not in arch and name not in optional]
         if missing:
             raise ValueError(f"architecture: missing {missing}; got keys {sorted(arch)}")
-        arch = Architecture(**{name: int(arch[name]) for name in names})
-    if min(astuple(arch)) < 1:
+        arch = Architecture(
+            **{name: None if arch.get(name) is None else int(arch[name]) for name in names}
+        )
+    if min(v for v in astuple(arch) if v is not None) < 1:
         raise ValueError(f"architecture: every field must be >= 1, got {arch}")
-    if arch.hidden % arch.heads or arch.heads % arch.kv_heads:
+    if (arch.head_dim is None and arch.hidden % arch.heads) or arch.heads % arch.kv_heads:
         raise ValueError(
-            f"architecture: hidden ({arch.hidden}) must divide by heads ({arch.heads}) and heads"
-            f" by kv_heads ({arch.kv_heads})"
+            f"architecture: hidden ({arch.hidden}) must divide by heads ({arch.heads}) unless "
+            f"head_dim is given, and heads by kv_heads ({arch.kv_heads})"
         )
     return arch
 
 
 def kv_dim(arch: Architecture) -> int:
     """Width of K and V with grouped-query attention: kv_heads * head_dim."""
-    return arch.kv_heads * (arch.hidden // arch.heads)
+    return arch.kv_heads * head_dim(arch)
+
+
+def q_dim(arch: Architecture) -> int:
+    """Width of Q (and of O's input): heads * head_dim (hidden, unless head_dim is explicit)."""
+    return arch.heads * head_dim(arch)
 
 
 def parameter_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
@@ -77,15 +87,15 @@ def parameter_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
 
     Weights are (out_features, in_features) as nn.Linear stores them.
     """
-    h, f, kv = arch.hidden, arch.ffn_hidden, kv_dim(arch)
+    h, f, kv, q = arch.hidden, arch.ffn_hidden, kv_dim(arch), q_dim(arch)
     shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (arch.vocab, h)}
     for i in range(arch.layers):
         p = f"layers.{i}."
         shapes[p + "attention_norm.weight"] = (h,)
-        shapes[p + "attention.wq.weight"] = (h, h)
+        shapes[p + "attention.wq.weight"] = (q, h)
         shapes[p + "attention.wk.weight"] = (kv, h)
         shapes[p + "attention.wv.weight"] = (kv, h)
-        shapes[p + "attention.wo.weight"] = (h, h)
+        shapes[p + "attention.wo.weight"] = (h, q)
         shapes[p + "ffn_norm.weight"] = (h,)
         shapes[p + "feed_forward.w1.weight"] = (f, h)
         shapes[p + "feed_forward.w2.weight"] = (h, f)

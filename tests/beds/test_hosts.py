@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -101,11 +101,11 @@ def test_a_stopped_client_is_stopped_and_continues(bed: HostBed) -> None:
     stopped = bed.stop(bed.clients[1], "tasks")
     try:
         assert sleeper.pid in stopped
-        assert _state(sleeper.pid) == "T"
+        assert _state_becomes(sleeper.pid, lambda s: s == "T")
         assert all(_state(pid) != "T" for pid in bed.pids(bed.clients[1], "storage"))
     finally:
         bed.cont(bed.clients[1])
-    assert _state(sleeper.pid) != "T"
+    assert _state_becomes(sleeper.pid, lambda s: s != "T")
     sleeper.kill()
     sleeper.wait(timeout=5)
 
@@ -168,6 +168,17 @@ def test_the_suite_across_two_clients_reads_back_the_other_clients_files(
         assert written[record["global_rank"]] != record["node"], record
     assert sorted({r["host"] for r in data["write"]["ranks"]}) == hosts
     assert os.listdir(bed.export) == []
+
+
+def _state_becomes(pid: int, wanted: Callable[[str], bool], timeout_s: float = 10.0) -> bool:
+    """Whether the process reaches the wanted state: a signal is delivered asynchronously, so
+    the state is polled until it changes (bounded), never read once right after sending."""
+    deadline = time.monotonic() + timeout_s
+    while not wanted(_state(pid)):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _state(pid: int) -> str:
