@@ -22,7 +22,7 @@ from typing import Any
 
 from ckptgate.checks.write import WriteCampaign, persist_item, stall_item
 from ckptgate.cluster.nodes import pool_gate, run_everywhere
-from ckptgate.engine.pool import RankPool, StartHook
+from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import BurstResult, merge_nodes
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_rate, format_seconds
@@ -134,15 +134,22 @@ def run_contention(campaign: WriteCampaign, readers: RankPool) -> Iterator[Conte
         window_s = ctx.sizing.create_window_s
         duration_s = WARMUP_S + max(MIN_READ_S, min(window_s, COVER_SPANS * worst_alone_s))
 
-        def write(hook: StartHook) -> BurstResult:
-            return run_write_burst(ctx.pool, fs, shards, timeout_s, before_start=hook)
+        def write() -> BurstResult:
+            return run_write_burst(ctx.pool, fs, shards, timeout_s)
 
         runs: list[ContendedRun] = run_everywhere(
             nodes,
             timeout_s,
             "the end of the contended round",
             lambda: run_contended(
-                write, readers, fs, paths, duration_s, duration_s + timeout_s, warmup_s=WARMUP_S
+                write,
+                ctx.pool,
+                readers,
+                fs,
+                paths,
+                duration_s,
+                duration_s + timeout_s,
+                warmup_s=WARMUP_S,
             ),
         )
         campaign.verify(shards)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from ckptgate.engine.pool import RankFailure, StartGate, StartHook
+from ckptgate.engine.pool import RankFailure, StartGate
 
 T = TypeVar("T")
 
@@ -161,11 +161,6 @@ class MpiNodes:
 
     def abort(self, code: int) -> None:
         self.comm.Abort(code)
-
-
-def start_gate(nodes: Nodes, timeout_s: float, what: str) -> StartHook:
-    """The engine's start hook: every node's ranks start together, or none do."""
-    return lambda ready: all(nodes.allgather(ready, timeout_s, what))
 
 
 def pool_gate(nodes: Nodes) -> StartGate | None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckptgate.sizing.checklist import modules_measuring
 from ckptgate.sizing.schema import Profile
 from ckptgate.sizing.shards import ShardDistribution, shard_distribution
 from ckptgate.sizing.units import (
@@ -33,11 +34,12 @@ from ckptgate.sizing.units import (
 )
 
 # The acceptance module that measures each requirement (SPEC.md's checklist, one per item).
-TEST_CHECKPOINT_BYTES = "acceptance/test_write_burst.py, acceptance/test_dcp.py"
-TEST_WRITE_BURST = "acceptance/test_write_burst.py"
-TEST_METADATA_STORM = "acceptance/test_metadata.py"
-TEST_RESTART_READ = "acceptance/test_restart_read.py"
-TEST_RETENTION = "acceptance/test_retention.py"
+# The acceptance modules that measure each requirement, from the checklist registry.
+TEST_CHECKPOINT_BYTES = modules_measuring("checkpoint-bytes", "dcp-bytes")
+TEST_WRITE_BURST = modules_measuring("async-persist")
+TEST_METADATA_STORM = modules_measuring("metadata-create-rate")
+TEST_RESTART_READ = modules_measuring("restart-read")
+TEST_RETENTION = modules_measuring("retention-capacity")
 
 SRC_SPEC = "SPEC.md"
 SRC_ZERO = "ZeRO (Rajbhandari et al., 2020): 16Ψ = 2Ψ + 2Ψ + 12Ψ; MLPerf Storage: 14 B/parameter"

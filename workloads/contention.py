@@ -28,7 +28,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ckptgate.engine.pool import RankContext, RankPool, StartHook
+from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
     PhaseMarks,
@@ -83,7 +83,8 @@ def read_stream_task(
     read_bytes: int = READ_BYTES,
     drop_cache: bool = True,
 ) -> RankResult:
-    """Rank task: read ``paths`` sequentially, over and over, until a time or bytes bound."""
+    """Rank task: read ``paths`` sequentially, over and over, until the parent asks it to stop
+    (``RankPool.request_stop``), or a time or bytes bound is reached, whichever comes first."""
     backend = fs.open()
     # A missing or empty dataset fails before the start, so no writer burst starts for nothing.
     empty = [p for p in paths if not backend.size(p)]
@@ -112,7 +113,11 @@ def read_stream_task(
                     ends.append(now)
                     sizes.append(count)
                     total += count
-                    if now >= deadline or (max_bytes is not None and total >= max_bytes):
+                    if (
+                        now >= deadline
+                        or (max_bytes is not None and total >= max_bytes)
+                        or ctx.stop_requested()
+                    ):
                         done = True
                         break
             finally:
@@ -197,7 +202,6 @@ def run_readers(
     *,
     max_bytes: int | None = None,
     read_bytes: int = READ_BYTES,
-    before_start: StartHook | None = None,
 ) -> ReaderRun:
     """Stream from a common start until ``duration_s`` (or ``max_bytes`` per reader)."""
     if timeout_s <= duration_s:
@@ -205,9 +209,7 @@ def run_readers(
     kwargs = [{"paths": list(paths)} for paths in paths_per_reader]
     labels = [f"reader {i} ({paths[0]})" for i, paths in enumerate(paths_per_reader)]
     shared = {"fs": fs, "duration_s": duration_s, "max_bytes": max_bytes, "read_bytes": read_bytes}
-    results = run_ranks(
-        pool, read_stream_task, kwargs, timeout_s, before_start, labels, shared=shared
-    )
+    results = run_ranks(pool, read_stream_task, kwargs, timeout_s, labels, shared=shared)
     records = records_from_results(results)  # refuses a result without the common start
     common = cast(float, results[0].common_start_mono)
     ticks = tuple((r.returned["ends_mono"], r.returned["sizes"]) for r in results)
@@ -239,12 +241,13 @@ class ContendedRun:
         return self.readers.coverage(self.writer_start_mono, self.writer_end_mono)
 
 
-WriteFn = Callable[[StartHook], BurstResult]
-"""Runs one write burst; takes the hook to pass as its ``before_start``."""
+WriteFn = Callable[[], BurstResult]
+"""Runs one write burst on ``writer_pool``."""
 
 
 def run_contended(
     write: WriteFn,
+    writer_pool: RankPool,
     reader_pool: RankPool,
     fs: BackendSpec,
     paths_per_reader: Sequence[Sequence[str]],
@@ -253,63 +256,45 @@ def run_contended(
     *,
     warmup_s: float = 0.5,
     read_bytes: int = READ_BYTES,
-    reader_gate: StartHook | None = None,
 ) -> ContendedRun:
     """Start the readers, let them stream ``warmup_s``, then run ``write`` while they read.
 
-    The readers run in their own processes, driven from a thread of this process, and stop by
-    themselves after ``duration_s``; the write burst runs on this thread meanwhile. Both are
-    bounded: the readers by ``timeout_s``, the writers by their own timeout. ``reader_gate``
-    is the readers' start hook (many nodes start their readers together); it completes before
-    the writers start, so the two never run collectives at once. ``write`` gets a hook that
-    notes the writers' start; it passes it on as (or inside) its burst's ``before_start``.
+    The readers run in their own processes, driven from a thread of this process; the write
+    burst runs on this thread meanwhile, and once it ends the readers are told to stop, so
+    they cover the writers' whole span however long it takes (``duration_s`` is their outer
+    bound). Both are
+    bounded: the readers by ``timeout_s``, the writers by their own timeout. The writers start
+    only once the readers' pool has cast its start vote (its gate across nodes, if any, is
+    done), so the two never run collectives at once; the writers' start is their pool's
+    ``last_start_mono``.
     """
     if duration_s <= warmup_s:
         raise ValueError(f"readers' bound {duration_s} s must exceed the warm-up {warmup_s} s")
-    started = threading.Event()
     outcome: dict[str, Any] = {}
-
-    def release_readers(ready: bool) -> bool:
-        try:
-            go = reader_gate(ready) if reader_gate is not None else ready
-            outcome["go"] = go
-            return go
-        finally:
-            started.set()
 
     def readers() -> None:
         try:
             outcome["run"] = run_readers(
-                reader_pool,
-                fs,
-                paths_per_reader,
-                duration_s,
-                timeout_s,
-                read_bytes=read_bytes,
-                before_start=release_readers,
+                reader_pool, fs, paths_per_reader, duration_s, timeout_s, read_bytes=read_bytes
             )
         except BaseException as error:  # re-raised on the calling thread
             outcome["error"] = error
-        finally:
-            started.set()
 
-    released: list[float] = []
-
-    def note_writers_start(ready: bool) -> bool:
-        released.append(time.monotonic())
-        return ready
-
+    reader_pool.released.clear()
     thread = threading.Thread(target=readers, name="ckptgate-readers", daemon=True)
     thread.start()
+    writers = None
     try:
-        started.wait(timeout_s)
-        if outcome.get("go"):
+        while not reader_pool.released.wait(0.1) and thread.is_alive():
+            pass
+        if reader_pool.released.is_set() and reader_pool.last_go:
             time.sleep(warmup_s)
-            writers = write(note_writers_start)
+            writers = write()
     finally:
+        reader_pool.request_stop()  # the writers are done (or failed): the readers end too
         thread.join(timeout_s + 5.0)
     if "error" in outcome:
         raise outcome["error"]
-    if thread.is_alive() or "run" not in outcome:
+    if thread.is_alive() or "run" not in outcome or writers is None:
         raise RuntimeError(f"readers did not finish within {timeout_s:.0f} s")
-    return ContendedRun(writers, outcome["run"], released[-1])
+    return ContendedRun(writers, outcome["run"], cast(float, writer_pool.last_start_mono))

@@ -40,7 +40,7 @@ import numpy as np
 
 from ckptgate.engine.datagen import BLOCK_BYTES, BlockStamper, StampKey
 from ckptgate.engine.latency import LatencySummary, summarize
-from ckptgate.engine.pool import RankContext, RankPool, StartHook
+from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
     PhaseMarks,
@@ -388,7 +388,6 @@ def run_metadata_storm(
     write_bytes: int = WRITE_BYTES,
     fsync: bool = True,
     commit: bool = True,
-    before_start: StartHook | None = None,
 ) -> StormResult:
     """Create ``files`` (spread over the pool's ranks) from a common start, then commit.
 
@@ -402,7 +401,7 @@ def run_metadata_storm(
     labels = [f"local rank {i} ({len(c)} files from {c[0].path})" for i, c in enumerate(chunks)]
     kwargs = [{"files": c} for c in chunks]
     shared = {"fs": fs, "run_id": run_id, "write_bytes": write_bytes, "fsync": fsync}
-    results = run_ranks(pool, create_task, kwargs, timeout_s, before_start, labels, shared=shared)
+    results = run_ranks(pool, create_task, kwargs, timeout_s, labels, shared=shared)
     used = results[0].extra["io"]
     create = _phase("create", len(files), results)
     committed = None
@@ -414,7 +413,6 @@ def run_metadata_storm(
             files,
             timeout_s,
             write_bytes=write_bytes,
-            before_start=before_start,
         )
     metadata_path = metadata_paths(directory)[1] if commit else None
     return StormResult(
@@ -430,7 +428,6 @@ def run_commit(
     timeout_s: float,
     *,
     write_bytes: int = WRITE_BYTES,
-    before_start: StartHook | None = None,
 ) -> Phase:
     """The coordinator's commit once every rank's files are closed: ``.metadata.tmp`` written,
     fsynced, closed, renamed to ``.metadata``, directory synced (one rank of the pool)."""
@@ -440,7 +437,6 @@ def run_commit(
         commit_task,
         [{"fs": fs, "directory": directory, "manifest": manifest}],
         timeout_s,
-        before_start,
         [f"local rank 0 (commit of {directory})"],
     )
     return _phase("commit", 1, results)
@@ -470,7 +466,6 @@ def run_restore_listing(
     timeout_s: float,
     *,
     part: tuple[int, int] = (0, 1),
-    before_start: StartHook | None = None,
 ) -> RestoreListing:
     """List ``directory`` on one rank, then stat every entry, split over the pool's ranks.
 
@@ -481,7 +476,6 @@ def run_restore_listing(
         list_task,
         [{"fs": fs, "directory": directory}],
         timeout_s,
-        before_start,
         [f"local rank 0 (listing {directory})"],
     )
     names = tuple(listed[0].returned["names"])
@@ -491,9 +485,7 @@ def run_restore_listing(
     index, count = part
     shares = split(list(names), count)
     paths = [_join(directory, name) for name in (shares[index] if index < len(shares) else [])]
-    stat_phase, chunks, results = _per_file_phase(
-        pool, stat_task, "stat", fs, paths, timeout_s, before_start
-    )
+    stat_phase, chunks, results = _per_file_phase(pool, stat_task, "stat", fs, paths, timeout_s)
     sizes: dict[str, int] = {}
     for chunk, result in zip(chunks, results, strict=True):
         sizes.update(
@@ -508,8 +500,6 @@ def run_delete_storm(
     fs: BackendSpec,
     paths: Sequence[str],
     timeout_s: float,
-    *,
-    before_start: StartHook | None = None,
 ) -> Phase:
     """Unlink ``paths`` (one checkpoint's files), split over the pool's ranks, from a start.
 
@@ -517,7 +507,7 @@ def run_delete_storm(
     """
     if not paths:
         raise ValueError("a delete storm needs at least one file")
-    return _per_file_phase(pool, unlink_task, "unlink", fs, paths, timeout_s, before_start)[0]
+    return _per_file_phase(pool, unlink_task, "unlink", fs, paths, timeout_s)[0]
 
 
 def _per_file_phase(
@@ -527,7 +517,6 @@ def _per_file_phase(
     fs: BackendSpec,
     paths: Sequence[str],
     timeout_s: float,
-    before_start: StartHook | None,
 ) -> tuple[Phase, list[list[str]], list[RankResult]]:
     """Run a per-file task (stat, unlink) over ``paths`` split across the pool's ranks.
 
@@ -539,7 +528,6 @@ def _per_file_phase(
         task,
         [{"paths": c} for c in chunks],
         timeout_s,
-        before_start,
         [f"local rank {i} ({op} of {len(c)} files)" for i, c in enumerate(chunks)],
         shared={"fs": fs},
     )

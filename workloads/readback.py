@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ckptgate.engine.datagen import BlockStamper, DataMismatch
-from ckptgate.engine.pool import RankContext, RankPool, StartHook
+from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
     PhaseMarks,
@@ -275,14 +275,12 @@ def run_readback(
     shift: int = 1,
     direct: bool = False,
     drop_cache: bool = True,
-    before_start: StartHook | None = None,
 ) -> ReadResult:
     """Read back ``shards`` (one per local rank, as written), each by another rank.
 
     Local rank ``i`` reads ``shards[(i + shift) % len(shards)]`` (IOR -C). Records are by
     reader, with ``global_rank`` the rank whose state is restored and ``extra`` holding the
-    path, the writer's local rank and the page-cache figures. ``before_start`` is the engine's
-    start hook (the MPI layer's start across nodes, as the write burst uses it).
+    path, the writer's local rank and the page-cache figures.
     """
     if not shards:
         raise ValueError("readback needs at least one shard")
@@ -293,8 +291,6 @@ def run_readback(
         for i, j in enumerate(order)
     ]
     shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache}
-    results = run_ranks(
-        pool, read_shard_task, kwargs, timeout_s, before_start, labels, shared=shared
-    )
+    results = run_ranks(pool, read_shard_task, kwargs, timeout_s, labels, shared=shared)
     burst = BurstResult("read", tuple(records_from_results(results)))
     return summarize(burst, fs_spec.open().memory_backed(shards[0].path))

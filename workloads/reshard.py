@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ckptgate.engine.pool import RankContext, RankPool, StartHook
+from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
     PhaseMarks,
@@ -166,7 +166,6 @@ def run_reshard(
     fraction: float = 0.5,
     direct: bool = False,
     drop_cache: bool = True,
-    before_start: StartHook | None = None,
 ) -> ReshardResult:
     """Load ``shards`` onto ``new_ranks`` (default ``default_new_ranks(N, fraction)``) ranks."""
     if not shards:
@@ -180,7 +179,7 @@ def run_reshard(
     ]
     labels = [f"new rank {m} of {count} ({len(ranges)} ranges)" for m, ranges in enumerate(plan)]
     shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache}
-    results = run_ranks(pool, reshard_task, kwargs, timeout_s, before_start, labels, shared=shared)
+    results = run_ranks(pool, reshard_task, kwargs, timeout_s, labels, shared=shared)
     burst = BurstResult("reshard", tuple(records_from_results(results)))
     read = summarize(burst, fs_spec.open().memory_backed(shards[0].path))
     return ReshardResult(read, len(shards), count, tuple(tuple(r) for r in plan))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptgate.engine.datagen import BlockStamper, StampKey
-from ckptgate.engine.pool import RankContext, RankPool, StartHook
+from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
     PhaseMarks,
@@ -127,15 +127,12 @@ def run_write_burst(
     *,
     fsync: bool = True,
     sink: str = "target",
-    before_start: StartHook | None = None,
 ) -> BurstResult:
     """Write ``shards`` (one per local rank) from a common start; returns the burst's records."""
     labels = [f"global rank {s.global_rank} ({s.path})" for s in shards]
     kwargs = [{"shard": s} for s in shards]
     shared = {"fs": fs, "fsync": fsync, "sink": sink}
-    results = run_ranks(
-        pool, write_shard_task, kwargs, timeout_s, before_start, labels, shared=shared
-    )
+    results = run_ranks(pool, write_shard_task, kwargs, timeout_s, labels, shared=shared)
     return BurstResult(
         "write" if sink == "target" else "generate", tuple(records_from_results(results))
     )
