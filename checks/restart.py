@@ -46,7 +46,7 @@ def _files_to_read(campaign: WriteCampaign) -> tuple[list[ShardFile], int]:
     campaign.rounds()
     nodes = campaign.ctx.nodes
     if nodes.count > 1:
-        return list(campaign.latest_by_node[(nodes.index + 1) % nodes.count]), 0
+        return list(campaign.latest_next), 0
     return list(campaign.latest), 1
 
 

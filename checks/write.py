@@ -47,8 +47,10 @@ class WriteCampaign:
     generator: BurstResult | None = None
     latest: list[ShardFile] = field(default_factory=list)
     """This node's files of the last round."""
-    latest_by_node: list[list[ShardFile]] = field(default_factory=list)
-    """Every node's files of the last round, in node order."""
+    latest_everywhere: list[ShardFile] = field(default_factory=list)
+    """The last round's files of every node on node 0 (it judges); this node's elsewhere."""
+    latest_next: list[ShardFile] = field(default_factory=list)
+    """The next node's files of the last round (this node reads them back)."""
     verified_bytes: int = 0
     """Bytes of earlier rounds read back and verified (untimed) before they were removed."""
     failure: str | None = None
@@ -73,17 +75,16 @@ class WriteCampaign:
 
     @property
     def played_bytes(self) -> int:
-        """The bytes every taking-part node's ranks write per checkpoint (by the plans)."""
-        if not self.latest_by_node:
-            self.rounds()
-        return sum(shard.bytes for shards in self.latest_by_node for shard in shards)
+        """The bytes every taking-part node's ranks write per checkpoint (by the plans; on
+        node 0, which judges: the other nodes know their own)."""
+        return sum(shard.bytes for shard in self.latest_all)
 
     @property
     def latest_all(self) -> list[ShardFile]:
-        """Every node's files of the last round."""
-        if not self.latest_by_node:
+        """Every node's files of the last round (on node 0; this node's elsewhere)."""
+        if not self.latest_everywhere:
             self.rounds()
-        return [shard for shards in self.latest_by_node for shard in shards]
+        return self.latest_everywhere
 
     @property
     def transfer_bytes(self) -> int:
@@ -155,7 +156,7 @@ class WriteCampaign:
         shards = shards if shards is not None else self.prepare_round()
         try:
             burst = self._burst(shards, "target")
-            self.latest_by_node = self.ctx.nodes.allgather(shards, self.timeout_s, "the file lists")
+            self._exchange_file_lists(shards)
         except RankFailure as error:
             # The ranks have stopped (or were killed): their partial files go now. On an
             # interrupt they may still be writing; the session's cleanup removes the files
@@ -165,6 +166,14 @@ class WriteCampaign:
             raise
         self.bursts.append(burst)
         return burst
+
+    def _exchange_file_lists(self, shards: list[ShardFile]) -> None:
+        """Node 0 learns every node's files (to judge); each node learns the next node's (to
+        read them back): O(1) per node but node 0."""
+        nodes = self.ctx.nodes
+        gathered, _ = nodes.gather_decide(shards, lambda _: None, self.timeout_s, "the file lists")
+        self.latest_everywhere = [s for files in gathered for s in files] if gathered else shards
+        self.latest_next = nodes.shift(shards, self.timeout_s, "the next node's file list")
 
     def _check_failed(self) -> None:
         if self.failure is not None:

@@ -6,8 +6,14 @@ polled against the clock, so a node that dies or hangs turns into a ``NodeTimeou
 never a hung job. After a timeout the layer is broken: later collectives fail at once, and
 the session ends with ``MPI_Abort`` so that the launcher reaps every process.
 
+Data flows to node 0 only: ``gather`` brings every node's value to node 0 (O(N) bytes there,
+O(1) per other node), and what comes back is a decision node 0 made (``decide``): a verdict,
+a list of failures, never the gathered data. When a node does not arrive, node 0 names it and
+tells every node that did, so every node names the same missing node; the others wait a grace
+longer than node 0 does, so that only a dead or hung node 0 is named as node 0.
+
 Node 0 makes the run directory and the run id and broadcasts them; it gathers every rank's
-records and writes the report; pass and fail are exchanged after every test.
+records, judges them and writes the report.
 """
 
 from __future__ import annotations
@@ -16,16 +22,26 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ckptgate.engine.pool import RankFailure, StartGate
 
 T = TypeVar("T")
+D = TypeVar("D")
 
 MPI_ENV_KEYS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
 """Variables that OpenMPI, MPICH/Hydra, PMIx (srun --mpi=pmix) and Intel MPI set."""
 
 _POLL_S = 0.0002
+
+GRACE_S = 10.0
+"""How much longer than node 0 the other nodes wait for its decision: node 0 names a missing
+node and tells them within this, so they name the same node rather than node 0."""
+
+SHOWN_FAILURES = 4
+"""How many failures a decision carries in words (the rest are counted): what is sent back to
+every node stays small at any node count."""
 
 
 class NodeTimeout(RuntimeError):
@@ -49,6 +65,12 @@ class Nodes(Protocol):
 
     def allgather(self, value: Any, timeout_s: float, what: str) -> list[Any]: ...
 
+    def gather_decide(
+        self, value: Any, decide: Callable[[list[Any]], D], timeout_s: float, what: str
+    ) -> tuple[list[Any] | None, D]: ...
+
+    def shift(self, value: Any, timeout_s: float, what: str) -> Any: ...
+
     def abort(self, code: int) -> None: ...
 
 
@@ -70,8 +92,23 @@ class SingleNode:
     def allgather(self, value: Any, timeout_s: float, what: str) -> list[Any]:
         return [value]
 
+    def gather_decide(
+        self, value: Any, decide: Callable[[list[Any]], D], timeout_s: float, what: str
+    ) -> tuple[list[Any] | None, D]:
+        return [value], decide([value])
+
+    def shift(self, value: Any, timeout_s: float, what: str) -> Any:
+        return value
+
     def abort(self, code: int) -> None:
         return None
+
+
+@dataclass(frozen=True)
+class _Broken:
+    """What node 0 sends in place of a decision when a node did not arrive."""
+
+    reason: str
 
 
 class MpiNodes:
@@ -94,12 +131,25 @@ class MpiNodes:
         if self.broken:
             raise NodeTimeout(f"the nodes fell out of step earlier: {self.broken}")
 
+    def _fail(self, reason: str) -> NodeTimeout:
+        self.broken = reason
+        return NodeTimeout(reason)
+
     def _wait(
-        self, sends: dict[int, Any], receives: list[int], tag: int, timeout_s: float, what: str
+        self,
+        sends: dict[int, Any],
+        receives: list[int],
+        tag: int,
+        timeout_s: float,
+        what: str,
+        notify: bool = False,
     ) -> dict[int, Any]:
         """Poll sends (by peer) and receives from peers until all complete or time runs out.
 
-        Receives use matched probes, so a value of any size arrives whole.
+        Receives use matched probes, so a value of any size arrives whole. A ``_Broken``
+        received from node 0 raises its reason: node 0 named who did not arrive. ``notify``
+        (node 0's gather): on a timeout, the nodes that arrived are told who did not, on the
+        decision's tag (``tag + 1``).
         """
         deadline = time.monotonic() + timeout_s
         pending_sends = dict(sends)
@@ -112,52 +162,86 @@ class MpiNodes:
             for peer in list(pending):
                 message = self.comm.improbe(source=peer, tag=tag)
                 if message is not None:
-                    values[peer] = message.recv()
+                    value = message.recv()
+                    if isinstance(value, _Broken):
+                        raise self._fail(value.reason)
+                    values[peer] = value
                     pending.remove(peer)
             if not (pending_sends or pending):
                 break
             if time.monotonic() > deadline:
                 missing = sorted(set(pending_sends) | set(pending))
                 names = ", ".join(self._name(p) for p in missing)
-                self.broken = f"{names} did not reach {what} within {timeout_s:.0f} s"
-                raise NodeTimeout(self.broken)
+                reason = f"{names} did not reach {what} within {timeout_s:.0f} s"
+                if notify:
+                    self._tell_others(reason, tag + 1, exclude=set(missing))
+                raise self._fail(reason)
             time.sleep(_POLL_S)
         return values
+
+    def _tell_others(self, reason: str, tag: int, exclude: set[int]) -> None:
+        """Node 0: every node that arrived learns who did not, in place of the decision."""
+        notice = _Broken(reason)
+        sends = [
+            self.comm.isend(notice, dest=p, tag=tag)
+            for p in range(1, self.count)
+            if p not in exclude
+        ]
+        deadline = time.monotonic() + GRACE_S / 2
+        while sends and time.monotonic() < deadline:
+            sends = [s for s in sends if not s.test()[0]]
+            time.sleep(_POLL_S)
 
     def _name(self, node: int) -> str:
         host = self.hosts[node] if node < len(self.hosts) else "?"
         return f"node {node} ({host})"
 
-    def barrier(self, timeout_s: float, what: str) -> None:
-        self._check()
-        request = self.comm.Ibarrier()
-        deadline = time.monotonic() + timeout_s
-        while not request.Test():
-            if time.monotonic() > deadline:
-                self.broken = f"not every node reached {what} within {timeout_s:.0f} s"
-                raise NodeTimeout(self.broken)
-            time.sleep(_POLL_S)
+    def gather_decide(
+        self, value: Any, decide: Callable[[list[Any]], D], timeout_s: float, what: str
+    ) -> tuple[list[Any] | None, D]:
+        """Every node's ``value`` to node 0, which decides; the decision to every node.
 
-    def bcast(self, value: Any, timeout_s: float, what: str) -> Any:
+        Returns (the gathered values in node order on node 0, None elsewhere; the decision).
+        Two tags: the gather's, and the decision's right after it (where a ``_Broken`` naming
+        a missing node comes instead).
+        """
         self._check()
         tag = self._tag()
+        self._tag()  # the decision's tag, tag + 1
         if self.index == 0:
-            sends = {p: self.comm.isend(value, dest=p, tag=tag) for p in range(1, self.count)}
-            self._wait(sends, [], tag, timeout_s, what)
-            return value
-        return self._wait({}, [0], tag, timeout_s, what)[0]
+            values = self._wait({}, list(range(1, self.count)), tag, timeout_s, what, True)
+            gathered = [value] + [values[p] for p in range(1, self.count)]
+            decision = decide(gathered)
+            sends = {
+                p: self.comm.isend(decision, dest=p, tag=tag + 1) for p in range(1, self.count)
+            }
+            self._wait(sends, [], tag + 1, timeout_s, what)
+            return gathered, decision
+        self._wait({0: self.comm.isend(value, dest=0, tag=tag)}, [], tag, timeout_s, what)
+        decision = self._wait({}, [0], tag + 1, timeout_s + GRACE_S, what)[0]
+        return None, decision
 
     def allgather(self, value: Any, timeout_s: float, what: str) -> list[Any]:
-        """Every node's ``value``, in node order, on every node (gathered through node 0)."""
+        """Every node's ``value``, in node order, on every node: for the few small values every
+        node needs (start-up facts, votes); bulk data goes through ``gather_decide``."""
+        return self.gather_decide(value, lambda values: values, timeout_s, what)[1]
+
+    def barrier(self, timeout_s: float, what: str) -> None:
+        self.gather_decide(None, lambda _: None, timeout_s, what)
+
+    def bcast(self, value: Any, timeout_s: float, what: str) -> Any:
+        """Node 0's ``value`` on every node."""
+        return self.gather_decide(None, lambda _: value, timeout_s, what)[1]
+
+    def shift(self, value: Any, timeout_s: float, what: str) -> Any:
+        """The value of the next node (index + 1, wrapping): each node sends one value to the
+        previous node and receives one, O(1) per node (the readback reads the next node's
+        files)."""
         self._check()
         tag = self._tag()
-        if self.index == 0:
-            values = self._wait({}, list(range(1, self.count)), tag, timeout_s, what)
-            gathered = [value] + [values[p] for p in range(1, self.count)]
-        else:
-            self._wait({0: self.comm.isend(value, dest=0, tag=tag)}, [], tag, timeout_s, what)
-            gathered = None
-        return self.bcast(gathered, timeout_s, what)
+        previous, following = (self.index - 1) % self.count, (self.index + 1) % self.count
+        sends = {previous: self.comm.isend(value, dest=previous, tag=tag)}
+        return self._wait(sends, [following], tag, timeout_s, what)[following]
 
     def abort(self, code: int) -> None:
         self.comm.Abort(code)
@@ -167,14 +251,25 @@ def pool_gate(nodes: Nodes) -> StartGate | None:
     """The rank pool's gate: every node's ranks start together, or none do (None: one node)."""
     if nodes.count == 1:
         return None
-    return lambda ready, timeout_s: all(nodes.allgather(ready, timeout_s, "the common start"))
+    return lambda ready, timeout_s: nodes.gather_decide(ready, all, timeout_s, "the common start")[
+        1
+    ]
+
+
+def _failures(outcomes: list[tuple[str, Any, str | None]]) -> list[str]:
+    failures = [f"node {i} ({host}): {why}" for i, (host, _, why) in enumerate(outcomes) if why]
+    if len(failures) > SHOWN_FAILURES:
+        failures = [*failures[:SHOWN_FAILURES], f"(+{len(failures) - SHOWN_FAILURES} nodes more)"]
+    return failures
 
 
 def run_everywhere(nodes: Nodes, timeout_s: float, what: str, step: Callable[[], T]) -> list[T]:
-    """Run ``step`` on this node and gather every node's result, in node order.
+    """Run ``step`` on this node; node 0 gathers every node's result.
 
-    A ``RankFailure`` on any node fails the step on every node, naming the nodes that failed;
-    ``timeout_s`` is the step's own deadline, so a node waits that long for the slowest.
+    Returns every node's result in node order on node 0, and this node's own alone (a list of
+    one) elsewhere: node 0 judges the whole run, the others only take part. A failure on any
+    node fails the step on every node, naming the nodes that failed (the decision node 0 sends
+    back); ``timeout_s`` is the step's own deadline, so a node waits that long for the slowest.
     """
     result, error = None, None
     try:
@@ -185,10 +280,13 @@ def run_everywhere(nodes: Nodes, timeout_s: float, what: str, step: Callable[[],
         if nodes.count == 1:
             raise
         error = f"{type(failure).__name__}: {failure}"
-    outcomes = nodes.allgather((nodes.host, result, error), timeout_s, what)
-    failures = [f"node {i} ({host}): {why}" for i, (host, _, why) in enumerate(outcomes) if why]
+    outcomes, failures = nodes.gather_decide(
+        (nodes.host, result, error), _failures, timeout_s, what
+    )
     if failures:
         raise RankFailure("; ".join(failures), [])
+    if outcomes is None:
+        return [result]  # type: ignore[list-item]
     return [r for _, r, _ in outcomes]
 
 

@@ -1,0 +1,155 @@
+"""The suite across several hosts, when a node fails: a link taken down and a SIGSTOPped node
+each end the job, named, in bounded time; an unshared target and nodes that disagree on the
+profile are refused before any test.
+
+Runs on the host bed (tests/beds/hosts.py: network namespaces on a bridge, an sshfs export,
+OpenMPI through an nsenter agent); skips, saying why, where the bed cannot be built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.beds.hosts import HostBed, host_bed
+
+ROOT = Path(__file__).resolve().parents[2]
+needs_mpi4py = pytest.mark.skipif(
+    importlib.util.find_spec("mpi4py") is None, reason="needs mpi4py: pip install 'ckptgate[mpi]'"
+)
+pytestmark = needs_mpi4py
+
+# Small windows, so that a node that stops answering is named within seconds: collectives wait
+# run.timeout_floor_s plus ten windows (interval / headroom, restart.read_s).
+FAST = [
+    "--set", "cluster.gpus=8", "--set", "cluster.parallelism.dp=4",
+    "--set", "run.shard_bytes_cap=4 MB", "--set", "run.metadata_files=64",
+    "--set", "run.timeout_floor_s=5", "--set", "checkpoint.interval_s=2.5",
+    "--set", "restart.read_s=1",
+]  # fmt: skip
+KEEPALIVE = {
+    "OMPI_MCA_oob_tcp_keepalive_time": "5",
+    "OMPI_MCA_oob_tcp_keepalive_intvl": "2",
+    "OMPI_MCA_oob_tcp_keepalive_probes": "3",
+}
+"""What the README advises for mpirun: with OpenMPI's defaults (300 s idle, 9 probes 20 s apart)
+mpirun learns of a node whose link is gone only after 8 minutes, whatever the ranks do."""
+ENDS_WITHIN_S = 150.0
+"""The job must end by itself within this (the collectives' deadline is about 30 s here)."""
+
+
+def suite(bed: HostBed, *args: str) -> list[str]:
+    return [
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--color=no",
+        "--profile=tmpfs", f"--target={bed.mount_point}", *args,
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def bed() -> Iterator[HostBed]:
+    """Two clients sharing the export (a new bed per test: a cut link or a stopped node must
+    not leak into the next test)."""
+    with host_bed(clients=2) as made:
+        yield made
+
+
+def _run_until_step(bed: HostBed, argv: list[str], step: str) -> subprocess.Popen[str]:
+    """Start the job and return once the run directory holds ``step`` (bounded)."""
+    job = bed._spawn(
+        bed.mpirun_command(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env={**os.environ, **KEEPALIVE},
+    )
+    deadline = time.monotonic() + 60
+    while not list(bed.export.glob(f"ckptgate-*/{step}")):
+        if job.poll() is not None or time.monotonic() > deadline:
+            output = job.communicate(timeout=10)[0]
+            pytest.fail(f"the job never reached {step}:\n{output[-3000:]}")
+        time.sleep(0.05)
+    return job
+
+
+def _ends(job: subprocess.Popen[str]) -> tuple[int, str, float]:
+    started = time.monotonic()
+    try:
+        output = job.communicate(timeout=ENDS_WITHIN_S)[0]
+    except subprocess.TimeoutExpired:
+        job.kill()
+        output = job.communicate(timeout=10)[0]
+        pytest.fail(f"the job did not end within {ENDS_WITHIN_S:.0f} s:\n{output[-3000:]}")
+    return job.returncode, output, time.monotonic() - started
+
+
+def test_a_node_that_loses_its_link_ends_the_job_named(bed: HostBed) -> None:
+    argv = suite(bed, *FAST, "--set", "run.rounds=200", "acceptance/test_write_burst.py")
+    job = _run_until_step(bed, argv, "write/step-2")
+    bed.link_down(bed.clients[1])
+    code, output, _ = _ends(job)
+    assert code != 0
+    assert "node 1 (node1) did not reach" in output, output[-3000:]
+
+
+def test_a_stopped_node_ends_the_job_named_by_every_node(bed: HostBed) -> None:
+    argv = suite(bed, *FAST, "--set", "run.rounds=200", "acceptance/test_write_burst.py")
+    job = _run_until_step(bed, argv, "write/step-2")
+    # The node's suite process (and its ranks) stop; its launcher daemon stays, as on a node
+    # whose job hangs: a node frozen whole is the scheduler's to end, no launcher can.
+    stopped = [pid for pid in bed.pids(bed.clients[1], "tasks") if _runs_the_suite(pid)]
+    assert stopped
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        code, output, _ = _ends(job)
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    assert code != 0
+    assert "node 1 (node1) did not reach" in output, output[-3000:]
+    assert "node 0 (node0) did not reach" not in output  # nobody blames node 0
+
+
+def _runs_the_suite(pid: int) -> bool:
+    try:
+        return (
+            b"pytest" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            or b"ckptgate" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        )
+    except OSError:
+        return False
+
+
+def test_an_unshared_target_is_refused_within_seconds_and_leaves_nothing() -> None:
+    with host_bed(clients=2, local=(1,)) as bed:
+        started = time.monotonic()
+        result = bed.mpirun(suite(bed, *FAST, "acceptance"), timeout_s=120, cwd=ROOT)
+        elapsed_s = time.monotonic() - started
+        assert result.returncode != 0
+        assert "is not visible here; every node must mount the same target" in result.stderr
+        assert elapsed_s < 60
+        assert os.listdir(bed.export) == []
+
+
+def test_nodes_that_disagree_on_the_profile_are_refused_naming_the_key(bed: HostBed) -> None:
+    # Each node sets its own interval: node 0 60 s, node 1 61 s.
+    argv = [
+        "sh", "-c",
+        " ".join(suite(bed, *FAST)) + " --set checkpoint.interval_s=$((60 + OMPI_COMM_WORLD_RANK))"
+        " acceptance",
+    ]  # fmt: skip
+    result = bed.mpirun(argv, timeout_s=120, cwd=ROOT)
+    assert result.returncode != 0
+    assert "the nodes disagree on the run (nodes 0 vs nodes 1)" in result.stderr
+    assert "profile.checkpoint.interval_s (60.0 / 61.0)" in result.stderr
+    assert os.listdir(bed.export) == []
