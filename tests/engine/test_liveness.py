@@ -57,13 +57,18 @@ def test_a_rank_without_progress_is_named_with_its_phase_and_file() -> None:
         labels = ["global rank 4 (/x/a)", "global rank 5 (/x/b)"]
         # rank 1 reports, then blocks for good; the clock moves only once it has reported
         kwargs = [{"bad_rank": 1}] * 2
+        pool.pids()  # started, so the test can watch rank 1's slot
         stop_at = time.monotonic() + SAFETY_S
         with pytest.raises(RankFailure) as failure:
 
             def tick() -> None:
+                # the clock moves only once the rank's report is in (read from its slot, as
+                # the pool reads it), so the outcome cannot depend on the machine's speed
+                slot = pool._members[1].slot
                 while time.monotonic() < stop_at and not done.is_set():
                     time.sleep(0.3)
-                    now[0] += 31.0
+                    if slot.describe()[0] == "fsync":
+                        now[0] += 31.0
 
             done = threading.Event()
             ticker = threading.Thread(target=tick, daemon=True)
