@@ -96,10 +96,11 @@ class Contention:
 
 def reader_pool(campaign: WriteCampaign) -> RankPool | None:
     """The dataloader's reader processes, apart from the ranks (None: run.readers is 0)."""
-    readers = campaign.ctx.profile.run.readers
-    if readers == 0:
+    run = campaign.ctx.profile.run
+    if run.readers == 0:
         return None
-    return RankPool(readers, gate=pool_gate(campaign.ctx.nodes))
+    gate = pool_gate(campaign.ctx.nodes)
+    return RankPool(run.readers, gate=gate, stall_timeout_s=run.stall_timeout_s)
 
 
 @contextmanager

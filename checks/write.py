@@ -162,7 +162,15 @@ class WriteCampaign:
             # interrupt they may still be writing; the session's cleanup removes the files
             # once the ranks are stopped.
             self.failure = f"write round {self._step}: {error}"
-            self.drop_latest()
+            left = len(self.ctx.target.left_behind)
+            self.drop_latest()  # bounded: a hung target keeps its files, listed
+            kept = self.ctx.target.left_behind[left:]
+            if kept:
+                self.failure += (
+                    f"; {len(kept)} file(s) could not be removed (the target hung: "
+                    f"{self.ctx.target.hung})"
+                )
+                raise RankFailure(self.failure, error.ranks, error.hung, error.abandoned) from None
             raise
         self.bursts.append(burst)
         return burst

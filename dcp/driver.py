@@ -194,6 +194,7 @@ class DcpRanks:
 
     def __init__(self, world_size: int, start_timeout_s: float = 120.0) -> None:
         from ckptgate.dcp.worker import rank_main
+        from ckptgate.engine.lifeline import started_from_main_thread
 
         self.world_size = world_size
         mp = multiprocessing.get_context("spawn")
@@ -205,7 +206,16 @@ class DcpRanks:
         self._procs = [
             mp.Process(
                 target=rank_main,
-                args=(r, world_size, port, self._commands[r], self._results, threads),
+                args=(
+                    r,
+                    world_size,
+                    port,
+                    self._commands[r],
+                    self._results,
+                    threads,
+                    os.getpid(),
+                    started_from_main_thread(),
+                ),
                 name=f"ckptgate-dcp-rank{r}",
                 daemon=False,
             )

@@ -188,14 +188,30 @@ STEPS: dict[str, Step] = {
 
 
 def rank_main(
-    rank: int, world_size: int, port: int, commands: Any, results: Any, torch_threads: int
+    rank: int,
+    world_size: int,
+    port: int,
+    commands: Any,
+    results: Any,
+    torch_threads: int,
+    parent_pid: int | None = None,
+    pdeathsig: bool = True,
 ) -> None:
     """Entry point of a rank process: join the gloo group on loopback, then serve steps.
+
+    It dies with the driver's process (``ckptgate.engine.lifeline``: PR_SET_PDEATHSIG and a
+    parent-pid watchdog), also in the middle of a save, so a killed pytest leaves no DCP rank
+    writing. Process-based async save's own checkpoint processes are torch's children of
+    this rank and are not covered.
 
     Loopback only: MASTER_ADDR is 127.0.0.1 (process-based async save starts its own
     checkpoint process group from MASTER_ADDR and would otherwise use the host's FQDN), and
     gloo is pinned to the loopback interface.
     """
+    if parent_pid is not None:
+        from ckptgate.engine.lifeline import die_with_parent
+
+        die_with_parent(parent_pid, pdeathsig=pdeathsig)
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),

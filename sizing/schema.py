@@ -110,6 +110,13 @@ class RunSpec:
     reader_bytes: int = field(default=1 * GB, metadata=meta("bytes", gt=0))
     max_reader_slowdown: float | None = field(default=None, metadata=meta(ge=0, le=1))
     timeout_floor_s: float = field(default=60.0, metadata=meta("seconds", gt=0))
+    stall_timeout_s: float = field(default=60.0, metadata=meta("seconds", gt=0))
+    """A rank that makes no progress (no transfer, no file, no new phase) for this long is
+    declared hung and named with its phase and file; the burst's deadline stays the outer
+    bound. 60 s names a hung rank within about a minute at any profile size, where the
+    deadline (ten budget windows) may be many minutes; ranks report every transfer and every
+    file, so only one operation that itself takes longer (an fsync of a multi-GB shard on
+    slow storage) needs a larger value."""
 
 
 _DCP_ARCHITECTURE = Architecture(

@@ -89,9 +89,20 @@ def resident_pages(path: str) -> tuple[int, int]:
         os.close(descriptor)
 
 
-def resident_fraction(path: str) -> float:
-    """Fraction 0..1 of ``path``'s pages resident in the page cache (0 for an empty file)."""
-    resident, pages = resident_pages(path)
+def resident_fraction(path: str) -> float | None:
+    """Fraction 0..1 of ``path``'s pages resident in the page cache (0 for an empty file).
+
+    None where the file has no page cache to measure: a FUSE mount with ``direct_io`` (and
+    other filesystems that serve every read themselves) cannot be mapped, and ``mmap`` fails
+    with ENODEV; no read there can come from a cache, so residency does not apply. A reported
+    readback crashed on it (``mmap for mincore: No such device``) until it said so.
+    """
+    try:
+        resident, pages = resident_pages(path)
+    except OSError as error:
+        if error.errno == errno.ENODEV:
+            return None
+        raise
     return resident / pages if pages else 0.0
 
 

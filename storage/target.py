@@ -5,6 +5,11 @@ A storage suite must never lose anyone's data. The run makes one new directory,
 registers every path before a rank creates it, so cleanup removes registered files and then the
 directories it made, each with a non-recursive call: a file that someone else put in the run
 directory survives, and the directory stays with a warning.
+
+Once the run directory exists, every call the session's process makes on the target (make a
+directory, remove a file or a directory) goes through ``ckptgate.storage.janitor``: bounded,
+so a hung target fails the run instead of holding it. What a hung target made impossible to
+remove is listed in ``left_behind`` (the report's notes), never retried.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.storage.janitor import Janitor, TargetHung
+
+__all__ = ["CleanupReport", "FsFacts", "Target", "TargetError", "TargetHung"]
 
 MEMORY_BACKED_FS_TYPES = frozenset({"tmpfs", "ramfs", "memory"})
 
@@ -83,6 +91,10 @@ class CleanupReport:
     removed_files: int = 0
     removed_dirs: int = 0
     left: list[str] = field(default_factory=list)
+    """Directories left because they hold what the run did not create."""
+    unremovable: list[str] = field(default_factory=list)
+    """Files and directories a hung target made impossible to remove (never retried)."""
+    hung: str | None = None
 
 
 class Target:
@@ -106,7 +118,24 @@ class Target:
         self.owns_dirs = True
         self._files: list[str] = []
         self._dirs: list[str] = []
+        self.janitor = Janitor(filesystem)
+        """Bounded calls on the target (see the module docstring)."""
+        self.left_behind: list[str] = []
+        """What the run created and a hung target made impossible to remove."""
         self.facts = self._facts()
+
+    @property
+    def hung(self) -> str | None:
+        """Why the target counts as hung (a call on it did not return), or None."""
+        return self.janitor.hung
+
+    def _check_not_hung(self) -> None:
+        if self.janitor.hung is not None:
+            raise TargetHung(
+                errno.ETIMEDOUT,
+                f"--target {self.url} stopped answering earlier ({self.janitor.hung}); "
+                "nothing more is tried on it",
+            )
 
     @property
     def is_local(self) -> bool:
@@ -196,11 +225,12 @@ class Target:
     def new_dir(self, *parts: str) -> str:
         """Make a new directory inside the run directory and register it for removal."""
         path = self.path(*parts)
-        if not self.shared and self.fs.exists(path):
+        self._check_not_hung()
+        if not self.shared and self.janitor.one("exists", path):
             raise FileExistsError(f"{path} exists already: this run does not adopt directories")
         self._dirs.append(path)  # before it exists: an interrupt in between leaves no orphan
         # Shared, another node may have made it a moment ago.
-        self.fs.makedirs(path, exist_ok=True)
+        self.janitor.one("makedirs", path, exist_ok=True)
         return path
 
     def new_local_dir(self, *parts: str) -> str:
@@ -240,19 +270,21 @@ class Target:
         """Remove registered files that exist; returns how many were removed.
 
         A path that does not exist stays registered: a rank still running may yet create it,
-        and the final cleanup, after the ranks have stopped, tries again.
+        and the final cleanup, after the ranks have stopped, tries again. Each removal is
+        bounded (``ckptgate.storage.janitor``); when one hangs, it and the rest are moved to
+        ``left_behind`` and not tried again.
         """
         registered = set(self._files)
-        removed: set[str] = set()
         for path in paths:
             if path not in registered:
                 raise ValueError(f"refusing to remove {path}: this run did not register it")
-            try:
-                self.fs.rm_file(path)
-                removed.add(path)
-            except FileNotFoundError:
-                pass
-        self._files = [p for p in self._files if p not in removed]
+        outcome = self.janitor.call("rm_file", list(paths))
+        removed = set(outcome.done)
+        abandoned = set(outcome.left)
+        self.left_behind.extend(p for p in outcome.left if p not in self.left_behind)
+        self._files = [p for p in self._files if p not in removed and p not in abandoned]
+        if outcome.errors:
+            raise next(iter(outcome.errors.values()))
         return len(removed)
 
     def forget_removed(self, paths: list[str] | tuple[str, ...]) -> None:
@@ -268,15 +300,17 @@ class Target:
         report = CleanupReport()
         if files:
             report.removed_files = self.remove_files(list(dict.fromkeys(self._files)))
-        if not directories:
-            return report
-        for directory in sorted(set(self._dirs), key=lambda d: d.count("/"), reverse=True):
-            try:
-                self.fs.rmdir(directory)
-                report.removed_dirs += 1
-            except FileNotFoundError:
-                pass
-            except OSError:
-                report.left.append(directory)
-        self._dirs = [d for d in self._dirs if d in report.left]
+        if directories:
+            ordered = sorted(set(self._dirs), key=lambda d: d.count("/"), reverse=True)
+            outcome = self.janitor.call("rmdir", ordered)
+            report.removed_dirs = len(outcome.done)
+            report.left = [d for d in ordered if d in outcome.errors]
+            self.left_behind.extend(d for d in outcome.left if d not in self.left_behind)
+            self._dirs = [d for d in self._dirs if d in report.left]
+        report.unremovable = list(self.left_behind)
+        report.hung = self.hung
         return report
+
+    def close(self) -> None:
+        """Stop the helper process of the bounded calls (bounded)."""
+        self.janitor.close()

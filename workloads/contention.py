@@ -100,11 +100,15 @@ def read_stream_task(
     phases = PhaseMarks.start(ctx)
     deadline = phases.start_mono + duration_s
     done = False
+    progress = ctx.progress
     while not done:
         for path in paths:
             if drop:  # the files are clean (fsynced when prepared), so every page can go
+                progress(phase="drop pages", path=path)
                 backend.drop_pages(path)
+            progress(phase="open", path=path)
             opened = backend.open_read(path)
+            progress(phase="read")
             try:
                 offset = 0
                 while count := read_into(opened, view, offset):
@@ -113,6 +117,7 @@ def read_stream_task(
                     ends.append(now)
                     sizes.append(count)
                     total += count
+                    progress(bytes=total)
                     if (
                         now >= deadline
                         or (max_bytes is not None and total >= max_bytes)

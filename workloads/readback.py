@@ -60,8 +60,18 @@ class RangeReader:
     """Reads ``[offset, offset + length)`` of one file in transfer-size chunks and verifies it,
     through the backend's ``open_read`` and ``read_into`` (O_DIRECT where asked and allowed)."""
 
-    def __init__(self, backend: Backend[Any], shard: ShardFile, direct: bool) -> None:
+    def __init__(
+        self,
+        backend: Backend[Any],
+        shard: ShardFile,
+        direct: bool,
+        ctx: RankContext | None = None,
+    ) -> None:
         self.backend = backend
+        self.ctx = ctx
+        """Where progress goes (``RankContext.progress``): the bytes read, ``base_bytes`` on."""
+        self.base_bytes = 0
+        """Bytes this rank read before this range (a resharded rank reads several)."""
         self.shard = shard
         self.stamper = BlockStamper(shard.stamp, shard.transfer_bytes)
         self.step = self.stamper.step_bytes
@@ -82,6 +92,8 @@ class RangeReader:
         return self.opened.refused if self.opened else None
 
     def open(self) -> None:
+        if self.ctx is not None:
+            self.ctx.progress(phase="open", path=self.shard.path)
         self.opened = self.backend.open_read(self.shard.path, direct=self.want_direct)
 
     def read_verify(self, offset: int, length: int) -> int:
@@ -90,6 +102,9 @@ class RangeReader:
         if opened is None:
             raise RuntimeError(f"{self.shard.path}: read before open")
         read_into = self.backend.read_into
+        progress = self.ctx.progress if self.ctx is not None else None
+        if progress is not None:
+            progress(phase="read", path=self.shard.path)
         position, end = offset, offset + length
         align = DIRECT_ALIGN_BYTES
         while position < end:
@@ -114,20 +129,30 @@ class RangeReader:
             self.stamper.verify(data, position, self.shard.path)
             self.verify_s += time.monotonic() - verify_start
             position += take
+            if progress is not None:
+                progress(bytes=self.base_bytes + position - offset)
         return length
 
     def close(self) -> None:
+        if self.ctx is not None:
+            self.ctx.progress(phase="close")
         if self.opened is not None:
             self.backend.close(self.opened.handle)
         self.opened = None
 
 
-def prepare_file(backend: Backend[Any], path: str, drop_cache: bool) -> dict[str, Any]:
+def prepare_file(
+    backend: Backend[Any], path: str, drop_cache: bool, ctx: RankContext | None = None
+) -> dict[str, Any]:
     """Drop ``path``'s pages and measure its residency before and after.
 
     Returns ``resident_before_drop`` and ``resident_fraction`` (None where the backend has no
-    page cache of this node to measure: an object store).
+    page cache of this node to measure: an object store, or a FUSE mount with ``direct_io``,
+    where ``resident_fraction`` says None: residency is not applicable there, and nothing
+    could come from a cache).
     """
+    if ctx is not None:
+        ctx.progress(phase="drop pages", path=path)
     if not backend.has_page_cache:
         return {"resident_before_drop": None, "resident_fraction": None, "dropped": False}
     before = backend.resident_fraction(path)
@@ -155,8 +180,8 @@ def read_shard_task(
     time and nothing can bring the pages back between them and the read but the read itself.
     """
     backend = fs.open()
-    reader = RangeReader(backend, shard, direct)
-    cache = prepare_file(backend, shard.path, drop_cache)
+    reader = RangeReader(backend, shard, direct, ctx)
+    cache = prepare_file(backend, shard.path, drop_cache, ctx)
     phases = PhaseMarks.start(ctx)
     reader.open()
     phases.mark("open")
@@ -167,6 +192,7 @@ def read_shard_task(
     finally:
         reader.close()
     phases.mark("close")
+    ctx.progress(files=1, phase="done")
     return phases.result(
         shard.global_rank,
         read,

@@ -96,15 +96,17 @@ def reshard_task(
     Phases repeat per file; the records sum them.
     """
     backend = fs.open()
-    readers = [RangeReader(backend, sources[r.path], direct) for r in ranges]
+    readers = [RangeReader(backend, sources[r.path], direct, ctx) for r in ranges]
     files = []
     for r in ranges:
         # several new ranks may share an old file: each drops and measures what it will read
-        cache = prepare_file(backend, r.path, drop_cache)
+        cache = prepare_file(backend, r.path, drop_cache, ctx)
         files.append({"path": r.path, "bytes": r.length, **cache})
     phases = PhaseMarks.start(ctx)
     total = 0
-    for reader, r, info in zip(readers, ranges, files, strict=True):
+    for done, (reader, r, info) in enumerate(zip(readers, ranges, files, strict=True)):
+        reader.base_bytes = total
+        ctx.progress(files=done)
         reader.open()
         phases.mark("open")
         try:

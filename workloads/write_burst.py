@@ -6,7 +6,10 @@ it. Each rank timestamps the end of open, write, fsync and close on the node's m
 clock; the burst's span runs from the common start to the last rank's close.
 
 The loop is written once against the backend's ``Writer`` operations (create, write_all,
-fsync, close); the null sink is a ``Writer`` that drops the bytes.
+fsync, close); the null sink is a ``Writer`` that drops the bytes. The rank reports progress
+(``RankContext.progress``) before each operation that may block and after each transfer, so
+a hung fsync is named as one (``ckptgate.engine.pool``); a report is a few stores into shared
+memory, which a 1 GiB tmpfs burst does not notice (see the commit that added it).
 
 Memory per rank: the stamper's one transfer buffer (the stamped pool), whatever the shard size.
 """
@@ -88,11 +91,14 @@ def write_shard_task(
     writer: Writer[Any] = fs.open() if sink == "target" else NullSink()
     write_all = writer.write_all
     generate_s = 0.0
+    progress = ctx.progress
     phases = PhaseMarks.start(ctx)
+    progress(phase="open", path=shard.path)
     # Not exclusive: a round's paths are new and registered, and the burst has always
     # truncated (a rerun onto the same registered path, as tests do, must still work).
     handle = writer.create(shard.path, exclusive=False)
     phases.mark("open")
+    progress(phase="write")
     offset = 0
     try:
         while offset < shard.bytes:
@@ -101,12 +107,16 @@ def write_shard_task(
             generate_s += time.perf_counter() - before
             write_all(handle, view)
             offset += len(view)
+            progress(bytes=offset)
         phases.mark("write")
+        progress(phase="fsync")
         durable = fsync and writer.fsync(handle)
         phases.mark("fsync")
+        progress(phase="close")
     finally:
         writer.close(handle)
     phases.mark("close")
+    progress(files=1, phase="done")
     return phases.result(
         shard.global_rank,
         offset,

@@ -47,3 +47,13 @@ def typed_phases(ctx: RankContext, *, phases: list[str], marker: int) -> RankRes
     for phase in phases:
         marks.mark(phase)
     return marks.result(100 + ctx.local_rank, marker, extra={"marker": marker})
+
+
+def stall_after_progress(ctx: RankContext, *, bad_rank: int) -> dict[str, Any]:
+    """Report 1 MiB written and enter fsync; ``bad_rank`` then never reports again."""
+    ctx.start()
+    ctx.progress(bytes=2**20, phase="write", path=f"/x/{'ab'[ctx.local_rank]}")
+    ctx.progress(phase="fsync")
+    if ctx.local_rank == bad_rank:
+        time.sleep(3600)
+    return {"local_rank": ctx.local_rank}

@@ -1,0 +1,173 @@
+"""Bounded calls on the target from the session's process: removals and directory making.
+
+The session must never hang on the storage it qualifies. A call on a hung mount from pytest's
+own process may never return, and not even a signal frees it: an unlink that waits for the
+inode lock a hung fsync holds sleeps uninterruptibly, a FUSE request the server never answers
+too, and such a thread keeps the whole process from exiting. A reported run deleted a hung
+rank's file that way before it printed the failure. So the target's filesystem calls (remove
+a file, remove a directory, make one, ask whether a path exists) run in a helper process,
+one call at a time, each reported back as it ends. When one does not end within
+``CALL_STALL_S`` the target counts as hung: the helper is killed (SIGKILL, then abandoned if
+it cannot be reaped, like a hung rank) and the paths not done are returned as left, never
+retried. Progress-based rather than one total budget: a cleanup of 16,384 files on a slow
+but working filesystem may take longer than a few seconds, and must not be called hung.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import multiprocessing as mp
+import multiprocessing.process
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ckptgate.engine.lifeline import die_with_parent, started_from_main_thread
+
+CALL_STALL_S = 5.0
+"""How long one call (an unlink, an rmdir) may take before the target counts as hung."""
+REAP_S = 2.0
+"""How long the killed helper may take to exit before it is abandoned."""
+
+
+class TargetHung(OSError):
+    """A call on the target did not return: the target (or that file) is hung."""
+
+
+@dataclass
+class Outcome:
+    """What a batch of calls did: per path ``ok``, ``missing`` or an OSError; what was left."""
+
+    done: dict[str, Any] = field(default_factory=dict)
+    """Each finished path's result: the call's return value."""
+    missing: list[str] = field(default_factory=list)
+    errors: dict[str, OSError] = field(default_factory=dict)
+    left: list[str] = field(default_factory=list)
+    """Paths not done because a call hung (the hung one first)."""
+    hung: str | None = None
+
+
+def _helper_main(conn: Connection, fs: Any, parent_pid: int, pdeathsig: bool) -> None:
+    """The helper process: run each requested call, answer one line per path."""
+    die_with_parent(parent_pid, pdeathsig=pdeathsig)
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        op, paths, kwargs = request
+        call = getattr(fs, op)
+        for path in paths:
+            try:
+                conn.send((path, "ok", call(path, **kwargs)))
+            except FileNotFoundError:
+                conn.send((path, "missing", None))
+            except OSError as error:
+                conn.send((path, "error", (error.errno, error.strerror or str(error))))
+            except Exception as error:  # an fsspec backend's own exception: reported as EIO
+                conn.send((path, "error", (errno.EIO, f"{type(error).__name__}: {error}")))
+
+
+class Janitor:
+    """One helper process for a filesystem, started on first use (see the module docstring)."""
+
+    def __init__(self, fs: Any, stall_s: float = CALL_STALL_S) -> None:
+        self.fs = fs
+        self.stall_s = stall_s
+        self.hung: str | None = None
+        """Why the target counts as hung, once a call did not return."""
+        self.abandoned: list[int] = []
+        self._process: mp.process.BaseProcess | None = None
+        self._conn: Connection | None = None
+
+    def _start(self) -> Connection:
+        if self._conn is not None and self._process is not None and self._process.is_alive():
+            return self._conn
+        context = mp.get_context("spawn")
+        parent, child = context.Pipe(duplex=True)
+        self._process = context.Process(
+            target=_helper_main,
+            args=(child, self.fs, os.getpid(), started_from_main_thread()),
+            name="ckptgate-janitor",
+            daemon=True,
+        )
+        self._process.start()
+        child.close()
+        self._conn = parent
+        return parent
+
+    def call(self, op: str, paths: Sequence[str], **kwargs: Any) -> Outcome:
+        """``fs.<op>(path, **kwargs)`` for each path, in order, each bounded by ``stall_s``.
+
+        Once the target is hung nothing more is attempted: every path is left.
+        """
+        outcome = Outcome()
+        if self.hung is not None:
+            outcome.left = list(paths)
+            outcome.hung = self.hung
+            return outcome
+        if not paths:
+            return outcome
+        conn = self._start()
+        conn.send((op, list(paths), kwargs))
+        # the helper's start (an interpreter and fsspec) counts against the first call only
+        first_s = self.stall_s + 30.0
+        for number, path in enumerate(paths):
+            if not conn.poll(first_s if number == 0 else self.stall_s):
+                self.hung = f"{op} {path} did not return within {self.stall_s:g} s"
+                outcome.left = list(paths[number:])
+                outcome.hung = self.hung
+                self._kill()
+                return outcome
+            got, status, value = conn.recv()
+            if status == "ok":
+                outcome.done[got] = value
+            elif status == "missing":
+                outcome.missing.append(got)
+            else:
+                outcome.errors[got] = OSError(value[0], value[1], got)
+            first_s = self.stall_s
+        return outcome
+
+    def one(self, op: str, path: str, **kwargs: Any) -> Any:
+        """One bounded call, as if made here: its value, or its OSError (``TargetHung``
+        when it did not return)."""
+        outcome = self.call(op, [path], **kwargs)
+        if outcome.hung is not None:
+            raise TargetHung(errno.ETIMEDOUT, f"the target is hung: {outcome.hung}", path)
+        if outcome.missing:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+        if path in outcome.errors:
+            raise outcome.errors[path]
+        return outcome.done[path]
+
+    def _kill(self) -> None:
+        process, conn = self._process, self._conn
+        self._process = self._conn = None
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.close()
+        if process is None:
+            return
+        with contextlib.suppress(OSError, AttributeError):
+            process.kill()
+        process.join(REAP_S)
+        if process.is_alive():  # stuck in the kernel: never joined again, by anyone
+            self.abandoned.append(process.pid or -1)
+            children = getattr(multiprocessing.process, "_children", None)
+            if isinstance(children, set):
+                children.discard(process)
+
+    def close(self) -> None:
+        """Stop the helper (bounded)."""
+        if self._conn is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._conn.send(None)
+        if self._process is not None:
+            self._process.join(REAP_S)
+        self._kill()

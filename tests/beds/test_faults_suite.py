@@ -1,0 +1,227 @@
+"""The suite against storage that misbehaves (SPEC.md, "Faults the suite must survive").
+
+Each test drives the suite's own drivers and pool at a faultfs mount (``tests.beds.faultfs``)
+and asserts what the suite says: the failure names rank, file and phase (and offset where
+there is one), and nothing is left behind except what a hung mount makes impossible. A hang is
+waited for through the bed's log and the stall is seen through an injected clock, never a
+wall-clock race; every real timeout here is a generous safety net.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ckptgate.engine.pool import RankFailure, RankPool
+from ckptgate.storage.backend import BackendSpec
+from ckptgate.storage.target import Target
+from ckptgate.workloads.readback import run_readback
+from ckptgate.workloads.write_burst import ShardFile, run_write_burst
+from tests.beds.faultfs import Fault, FaultFS, faultfs
+
+RANKS = 2
+SHARD_BYTES = 3 * 1024 * 1024 + 4096
+TRANSFER_BYTES = 1024 * 1024
+SAFETY_S = 120.0
+FS = BackendSpec("file")
+
+
+class FakeClock:
+    """The pool's clock, moved only by the test."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+def shards(directory: Path, run_id: int = 7) -> list[ShardFile]:
+    return [
+        ShardFile(g, str(directory / f"__{g}_0.distcp"), SHARD_BYTES, run_id, TRANSFER_BYTES)
+        for g in range(RANKS)
+    ]
+
+
+@pytest.fixture
+def bed(tmp_path: Path) -> Iterator[FaultFS]:
+    with faultfs(tmp_path) as mounted:
+        yield mounted
+
+
+@pytest.fixture
+def target(bed: FaultFS) -> Iterator[Target]:
+    target = Target(str(bed.mount))
+    target.create_run_dir()
+    yield target
+    target.close()
+
+
+def test_eio_on_write_names_rank_file_and_phase(bed: FaultFS, target: Target) -> None:
+    files = shards(Path(target.new_dir("w")))
+    bed.set_faults(Fault("write", "error", path="*__1_0.distcp", errno="EIO"))
+    target.register([s.path for s in files])
+    with RankPool(RANKS) as pool, pytest.raises(RankFailure) as failure:
+        run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+    message = str(failure.value)
+    assert f"global rank 1 ({files[1].path}): OSError: [Errno 5]" in message
+    assert failure.value.ranks == (1,)
+    assert target.remove_files([s.path for s in files]) == RANKS  # the partial files go
+    assert not os.listdir(bed.backing / Path(target.run_dir or "").name / "w")
+
+
+def test_eio_on_fsync_names_the_rank(bed: FaultFS, target: Target) -> None:
+    files = shards(Path(target.new_dir("w")))
+    bed.set_faults(Fault("fsync", "error", path="*__0_0.distcp", errno="EIO"))
+    with RankPool(RANKS) as pool, pytest.raises(RankFailure, match=r"global rank 0 .*Errno 5"):
+        run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+    assert [(hit.op, hit.errno) for hit in bed.log()] == [("fsync", "EIO")]
+
+
+def test_enospc_on_write_is_named_and_partial_files_are_removed(
+    bed: FaultFS, target: Target
+) -> None:
+    files = shards(Path(target.new_dir("w")))
+    target.register([s.path for s in files])
+    bed.set_faults(Fault("write", "error", path="*__0_0.distcp", errno="ENOSPC", offset=2**20))
+    with RankPool(RANKS) as pool, pytest.raises(RankFailure, match=r"global rank 0 .*Errno 28"):
+        run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+    target.remove_files([s.path for s in files])
+    report = target.cleanup()
+    assert (report.unremovable, report.left) == ([], [])
+    assert not os.listdir(bed.backing)
+
+
+def test_a_hung_fsync_is_named_by_the_stall_timeout_and_abandoned(
+    bed: FaultFS, target: Target
+) -> None:
+    files = shards(Path(target.new_dir("w")))
+    target.register([s.path for s in files])
+    bed.set_faults(Fault("fsync", "hang", path="*__1_0.distcp", max_s=SAFETY_S))
+    clock = FakeClock()
+    pool = RankPool(RANKS, stall_timeout_s=60, clock=clock)
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        burst = executor.submit(run_write_burst, pool, FS, files, 3600.0)
+        bed.wait_for(op="fsync", action="hang", timeout_s=SAFETY_S)
+        # The pool dates progress by when it sees it (it looks every POLL_S): the first step
+        # of the clock may be the moment it sees the rank's last report, a later one the stall.
+        for _ in range(int(SAFETY_S)):
+            clock.advance(61)
+            if concurrent.futures.wait([burst], timeout=1.0).done:
+                break
+        with pytest.raises(RankFailure) as failure:
+            burst.result(timeout=SAFETY_S)
+    message = str(failure.value)
+    assert f"global rank 1 ({files[1].path}): no progress for 60 s in fsync on " in message
+    assert f"(last {SHARD_BYTES / 1e6:.3g} MB written)" in message
+    assert failure.value.hung == (1,)
+    # stuck in a FUSE request the server holds: SIGKILL cannot end it until the bed lets go
+    assert "abandoned" in message and len(failure.value.abandoned) == 1
+    # removal of the hung file is bounded, and what it could not remove is listed
+    target.remove_files([s.path for s in files])
+    if target.hung:
+        assert files[1].path in target.left_behind
+    pool.close()
+    bed.release()
+
+
+def test_corruption_on_read_names_the_file_and_offset(bed: FaultFS, target: Target) -> None:
+    files = shards(Path(target.new_dir("w")))
+    offset = 2 * TRANSFER_BYTES + 12345
+    with RankPool(RANKS) as pool:
+        run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+        bed.set_faults(Fault("read", "corrupt", path="*__0_0.distcp", offset=offset))
+        with pytest.raises(RankFailure, match=rf"DataMismatch: .*__0_0.distcp.*{offset}"):
+            run_readback(pool, FS, files, SAFETY_S)
+
+
+def test_a_corrupted_write_is_found_when_read_back(tmp_path: Path) -> None:
+    with faultfs(tmp_path, direct_io=True) as bed:  # no page cache keeps the good bytes
+        target = Target(str(bed.mount))
+        target.create_run_dir()
+        files = shards(Path(target.new_dir("w")))
+        offset = TRANSFER_BYTES + 777
+        bed.set_faults(Fault("write", "corrupt", path="*__1_0.distcp", offset=offset, times=1))
+        with RankPool(RANKS) as pool:
+            run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+            with pytest.raises(RankFailure, match=rf"DataMismatch: .*__1_0.distcp.*{offset}"):
+                run_readback(pool, FS, files, SAFETY_S)
+        target.close()
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["buffered", "o-direct"])
+def test_readback_on_a_mount_without_page_cache(tmp_path: Path, direct: bool) -> None:
+    with faultfs(tmp_path, direct_io=True) as bed:
+        target = Target(str(bed.mount))
+        target.create_run_dir()
+        files = shards(Path(target.new_dir("w")))
+        with RankPool(RANKS) as pool:
+            run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+            read = run_readback(pool, FS, files, SAFETY_S, direct=direct)
+        target.close()
+    assert read.resident_fraction is None  # not applicable: nothing can come from a cache
+    assert read.cache_free
+    assert read.burst.total_bytes == RANKS * SHARD_BYTES
+    if direct:
+        assert read.direct or read.direct_refused  # O_DIRECT used, or the reason it was not
+
+
+def test_a_noop_fsync_is_not_detectable_from_one_client(bed: FaultFS, target: Target) -> None:
+    """A lying fsync: the burst passes and every byte reads back; only the bed's log knows.
+    What the suite can honestly say is that one client cannot tell (SPEC.md: re-verify a
+    kept run directory after a power cut instead)."""
+    files = shards(Path(target.new_dir("w")))
+    bed.set_faults(Fault("fsync", "noop"))
+    with RankPool(RANKS) as pool:
+        burst = run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+        run_readback(pool, FS, files, SAFETY_S)
+    assert all(record.extra["fsynced"] for record in burst.ranks)
+    assert {hit.action for hit in bed.log()} == {"noop"}
+
+
+def test_the_session_ends_soon_after_a_hung_fsync(tmp_path: Path) -> None:
+    """End to end: pytest on a mount whose first round's fsync hangs ends, non-zero, with the
+    hung rank named, within the stall timeout plus a bound (60 s: generous for a busy host;
+    without liveness the hang would hold it for the hang's 300 s)."""
+    with faultfs(tmp_path) as bed:
+        bed.set_faults(Fault("fsync", "hang", path="*/write/step-1/__1_0.distcp", max_s=300))
+        report = tmp_path / "report.json"
+        output = tmp_path / "pytest.out"
+        argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--profile=tmpfs"]
+        argv += [f"--target={bed.mount}", "--set", "run.stall_timeout_s=3", "--ranks=2"]
+        argv += [f"--report-json={report}", "-m", "not dcp", "-q", "acceptance"]
+        started = time.monotonic()
+        # output to a file, and wait for the process itself: an abandoned rank (stuck in the
+        # kernel until the bed lets go) may hold a copy of a pipe, but not the session
+        with open(output, "w") as out:
+            session = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            try:
+                status = session.wait(timeout=SAFETY_S)
+            except subprocess.TimeoutExpired:
+                session.kill()
+                session.wait()
+                pytest.fail(f"the session did not end within {SAFETY_S} s")
+        elapsed_s = time.monotonic() - started
+        text = output.read_text()
+        hangs = [hit for hit in bed.log() if hit.action == "hang"]
+    assert status != 0, text[-3000:]
+    assert hangs, text[-3000:]
+    assert "global rank 1" in text and "no progress for 3 s in fsync" in text, text[-3000:]
+    assert elapsed_s < 60, text[-3000:]
+    data = json.loads(report.read_text())
+    assert data["exit_status"] != 0

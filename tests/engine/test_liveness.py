@@ -1,0 +1,84 @@
+"""Liveness: a stalled rank is named by its progress, and ranks die with their parent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from ckptgate.engine.pool import RankFailure, RankPool
+from tests.engine import rank_tasks
+
+SAFETY_S = 60.0
+
+# A parent that starts a pool, prints the rank pids and waits to be killed.
+PARENT = textwrap.dedent(
+    """
+    import json, sys, time
+    from ckptgate.engine.pool import RankPool
+    pool = RankPool(2)
+    print(json.dumps(pool.pids()), flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_ranks_stop_when_their_parent_is_killed() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    pids = json.loads(parent.stdout.readline())
+    assert all(_alive(pid) for pid in pids)
+    parent.kill()  # kill -9: no cleanup runs in the parent
+    parent.wait()
+    parent.stdout.close()
+    deadline = time.monotonic() + SAFETY_S  # a safety net: PDEATHSIG acts at once
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in pids)
+
+
+def test_a_rank_without_progress_is_named_with_its_phase_and_file() -> None:
+    now = [0.0]
+    with RankPool(2, stall_timeout_s=30, clock=lambda: now[0]) as pool:
+        labels = ["global rank 4 (/x/a)", "global rank 5 (/x/b)"]
+        # rank 1 reports, then blocks for good; the clock moves only once it has reported
+        kwargs = [{"bad_rank": 1}] * 2
+        pool.pids()  # started, so the test can watch rank 1's slot
+        stop_at = time.monotonic() + SAFETY_S
+        with pytest.raises(RankFailure) as failure:
+
+            def tick() -> None:
+                # the clock moves only once the rank's report is in (read from its slot, as
+                # the pool reads it), so the outcome cannot depend on the machine's speed
+                slot = pool._members[1].slot
+                while time.monotonic() < stop_at and not done.is_set():
+                    time.sleep(0.3)
+                    if slot.describe()[0] == "fsync":
+                        now[0] += 31.0
+
+            done = threading.Event()
+            ticker = threading.Thread(target=tick, daemon=True)
+            ticker.start()
+            try:
+                pool.run(rank_tasks.stall_after_progress, kwargs, 3600, labels)
+            finally:
+                done.set()
+        message = str(failure.value)
+        assert "global rank 5 (/x/b): no progress for 30 s in fsync on /x/b" in message
+        assert "(last 1.05 MB written)" in message
+        assert failure.value.hung == (1,)
+        assert os.getpid() not in failure.value.ranks
