@@ -17,6 +17,14 @@ from ckptgate.storage.runs import find_runs, judge_run
 from ckptgate.storage.verify import Problem, verify_run
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace | int:
+    """The arguments, or the exit status where parsing ended (``--help``: 0, a mistake: 2)."""
+    try:
+        return parser.parse_args(list(argv))
+    except SystemExit as stop:
+        return int(stop.code or 0)
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line and exit status 2."""
 
@@ -45,7 +53,9 @@ def _verify_parser() -> _Parser:
 
 def verify_main(argv: Sequence[str]) -> int:
     """``ckptgate verify``."""
-    args = _verify_parser().parse_args(list(argv))
+    args = _parse(_verify_parser(), argv)
+    if isinstance(args, int):
+        return args
     if not os.path.isdir(args.run_dir):
         print(f"ckptgate verify: {args.run_dir}: no such directory", file=sys.stderr)
         return 2
@@ -106,7 +116,9 @@ def _clean_parser() -> _Parser:
 
 def clean_main(argv: Sequence[str]) -> int:
     """``ckptgate clean``."""
-    args = _clean_parser().parse_args(list(argv))
+    args = _parse(_clean_parser(), argv)
+    if isinstance(args, int):
+        return args
     root = args.target.rstrip("/") or "/"
     if not os.path.isdir(root):
         print(f"ckptgate clean: {args.target}: no such directory", file=sys.stderr)
