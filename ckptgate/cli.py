@@ -3,6 +3,8 @@
     ckptgate run --profile=405b --target=/lustre/ckpt [pytest options]   # the checklist
     ckptgate sizing 405b [--set k=v] [--json] [--sweep]                  # requirements only
     ckptgate bench write|read|create --target DIR                        # suite vs fio
+    ckptgate verify RUN_DIR                   # re-check a run kept with --keep, every byte
+    ckptgate clean TARGET [--force-stale]     # remove what dead runs left, by their manifests
 
 ``run`` is ``pytest --pyargs ckptgate.acceptance`` with the arguments passed on, so it works
 from any directory once ckptgate is installed; every pytest option works after it.
@@ -19,6 +21,8 @@ commands:
   run     run the checklist against a target (pytest --pyargs ckptgate.acceptance ARGS)
   sizing  print the requirements a cluster profile implies (no I/O)
   bench   compare the suite's drivers with fio on a target
+  verify  re-check every byte of a run directory kept with --keep (after a power cut)
+  clean   remove exactly what dead runs' manifests list from a target
 
 'ckptgate COMMAND --help' shows each command's options."""
 
@@ -41,10 +45,24 @@ def _bench(argv: Sequence[str]) -> int:
     return main(argv)
 
 
+def _verify(argv: Sequence[str]) -> int:
+    from ckptgate.storage.cli import verify_main
+
+    return verify_main(argv)
+
+
+def _clean(argv: Sequence[str]) -> int:
+    from ckptgate.storage.cli import clean_main
+
+    return clean_main(argv)
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": _run,
     "sizing": _sizing,
     "bench": _bench,
+    "verify": _verify,
+    "clean": _clean,
 }
 
 

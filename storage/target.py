@@ -10,6 +10,12 @@ Once the run directory exists, every call the session's process makes on the tar
 directory, remove a file or a directory) goes through ``ckptgate.storage.janitor``: bounded,
 so a hung target fails the run instead of holding it. What a hung target made impossible to
 remove is listed in ``left_behind`` (the report's notes), never retried.
+
+Each registration is also appended to the node's manifest in the run directory
+(``ckptgate.storage.manifest``, fsynced before the call returns), with each file's stamp and
+size where the caller gives them, so ``ckptgate verify`` can re-check a kept run and
+``ckptgate clean`` can remove what a dead run left; ``start_lease`` keeps a lease there that
+tells other runs this one is live (``ckptgate.storage.lease``).
 """
 
 from __future__ import annotations
@@ -19,14 +25,18 @@ import errno
 import os
 import secrets
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import fsspec
 from fsspec import AbstractFileSystem
 
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.janitor import Janitor, TargetHung
+from ckptgate.storage.lease import LEASE_PERIOD_S, LeaseKeeper, lease_path
+from ckptgate.storage.manifest import FileStamp, ManifestWriter
 
 __all__ = ["CleanupReport", "FsFacts", "Target", "TargetError", "TargetHung"]
 
@@ -97,6 +107,21 @@ class CleanupReport:
     hung: str | None = None
 
 
+class StampedFile(Protocol):
+    """A file whose writer and stamp are known (``ckptgate.workloads.write_burst.ShardFile``)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def run_id(self) -> int: ...
+    @property
+    def global_rank(self) -> int: ...
+    @property
+    def transfer_bytes(self) -> int: ...
+
+
 class Target:
     """The target URL, its fsspec filesystem, and the run directory this session owns."""
 
@@ -122,7 +147,20 @@ class Target:
         """Bounded calls on the target (see the module docstring)."""
         self.left_behind: list[str] = []
         """What the run created and a hung target made impossible to remove."""
+        self.manifest: ManifestWriter | None = None
+        """This node's manifest part (None before the run directory exists)."""
+        self.lease: LeaseKeeper | None = None
+        self._meta_files: list[str] = []
+        """The manifest part and the lease: removed after every registered file is gone."""
         self.facts = self._facts()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A rank process gets a copy without the manifest's descriptor or the lease's thread
+        (only the session registers and removes)."""
+        state = dict(self.__dict__)
+        state["manifest"] = None
+        state["lease"] = None
+        return state
 
     @property
     def hung(self) -> str | None:
@@ -172,8 +210,9 @@ class Target:
                 f"{needed_bytes / 1e9:.3g} GB ({what}); shrink it with --set run.shard_bytes_cap"
             )
 
-    def create_run_dir(self) -> str:
-        """Make the session's new run directory; refuse a read-only or unwritable target."""
+    def create_run_dir(self, *, run_id: int | None = None, nodes: int = 1) -> str:
+        """Make the session's new run directory and node 0's manifest part in it; refuse a
+        read-only or unwritable target. ``run_id`` and ``nodes`` go into the manifest."""
         path = f"{self.root}/{run_dir_name()}" if self.root != "/" else f"/{run_dir_name()}"
         made = False
         try:
@@ -198,14 +237,62 @@ class Target:
             raise TargetError(f"--target {self.url}: {reason} ({error.strerror})") from None
         self.run_dir = path
         self._dirs.append(path)
+        self._open_manifest(0, run_id, nodes)
+        if self.manifest is not None:
+            self.manifest.add_dirs([path])
         return path
+
+    def _open_manifest(self, node: int, run_id: int | None, nodes: int) -> None:
+        """Start this node's manifest part (``ckptgate.storage.manifest``)."""
+        assert self.run_dir is not None
+        store = None if self.is_local else self.fs.pipe_file
+        try:
+            self.manifest = ManifestWriter(
+                self.run_dir, node, nodes=nodes, run_id=run_id, store=store
+            )
+        except OSError as error:
+            raise TargetError(
+                f"--target {self.url}: cannot write the run's manifest in {self.run_dir} "
+                f"({error.strerror})"
+            ) from None
+        self._meta_files.append(self.manifest.path)
+
+    def start_lease(self, *, period_s: float = LEASE_PERIOD_S) -> None:
+        """Keep this node's lease fresh in the run directory (local targets) until
+        ``cleanup`` or ``keep``: other runs on the target see this one is live."""
+        if self.run_dir is None or self.manifest is None or not self.is_local:
+            return
+        lease = LeaseKeeper(
+            self.run_dir, self.manifest.node, run_id=self.manifest.header["run_id"],
+            period_s=period_s,
+        )  # fmt: skip
+        path = lease_path(self.run_dir, self.manifest.node)
+        self.manifest.add_files([path, f"{path}.tmp"], kind="meta")
+        self._meta_files.extend([lease.tmp_path, path])
+        lease.start()
+        self.lease = lease
+
+    def keep(self) -> None:
+        """``--keep``: stop the lease and end the manifest saying the files stay for
+        ``ckptgate verify``."""
+        if self.lease is not None:
+            self.lease.stop(ended=True)
+            self.lease = None
+        if self.manifest is not None:
+            self.manifest.ended(kept=True)
+            self.manifest.close()
 
     def share(self) -> None:
         """Several nodes will write here; this node (node 0) removes the directories last."""
         self.shared = True
 
-    def adopt_run_dir(self, path: str) -> None:
-        """Join the run directory that node 0 made; the target must be shared by the nodes."""
+    def adopt_run_dir(
+        self, path: str, *, node: int | None = None, run_id: int | None = None, nodes: int = 1
+    ) -> None:
+        """Join the run directory that node 0 made; the target must be shared by the nodes.
+
+        With ``node`` (this node's index), this node keeps its own manifest part there.
+        """
         if not self.fs.isdir(path):
             raise TargetError(
                 f"--target {self.url}: run directory {path} made by node 0 is not visible "
@@ -215,6 +302,8 @@ class Target:
         self.shared = True
         self.owns_dirs = False
         """Node 0 made the run directory and removes it last; this node only its own parts."""
+        if node is not None:
+            self._open_manifest(node, run_id, max(nodes, node + 1))
 
     def path(self, *parts: str) -> str:
         """A path inside the run directory."""
@@ -229,6 +318,8 @@ class Target:
         if not self.shared and self.janitor.one("exists", path):
             raise FileExistsError(f"{path} exists already: this run does not adopt directories")
         self._dirs.append(path)  # before it exists: an interrupt in between leaves no orphan
+        if self.manifest is not None:
+            self.manifest.add_dirs([path])
         # Shared, another node may have made it a moment ago.
         self.janitor.one("makedirs", path, exist_ok=True)
         return path
@@ -240,16 +331,48 @@ class Target:
             raise TargetError(f"--target {self.url}: needs a POSIX path, not {protocol}")
         return self.new_dir(*parts)
 
-    def register(self, paths: list[str] | tuple[str, ...]) -> None:
+    def register(
+        self,
+        paths: list[str] | tuple[str, ...],
+        stamps: Sequence[FileStamp | None] | None = None,
+        sizes: Sequence[int | None] | None = None,
+    ) -> None:
         """Record files that the run is about to create, before any rank creates them.
 
-        Only paths inside the run directory: the run writes nowhere else.
+        Only paths inside the run directory: the run writes nowhere else. ``stamps[i]`` is
+        what recomputes ``paths[i]``'s bytes (None for a file the suite does not stamp) and
+        ``sizes[i]`` its size in bytes (None where not known yet: ``record_sizes`` later);
+        both go into the manifest, fsynced before this returns.
         """
         inside = f"{self.run_dir}/" if self.run_dir else None
         outside = [p for p in paths if inside is None or not p.startswith(inside)]
         if outside:
             raise ValueError(f"refusing to write {outside[0]}: outside the run directory")
+        for name, given in (("stamps", stamps), ("sizes", sizes)):
+            if given is not None and len(given) != len(paths):
+                raise ValueError(f"{len(given)} {name} for {len(paths)} paths")
+        if self.manifest is not None:
+            self.manifest.add_files(list(paths), stamps, sizes)
         self._files.extend(paths)
+
+    def register_shards(self, shards: Sequence[StampedFile]) -> None:
+        """``register`` for stamped files that know their writer (``ShardFile``): each with
+        its stamp (run id, global rank, transfer size) and its size."""
+        self.register(
+            [s.path for s in shards],
+            stamps=[FileStamp(s.run_id, s.global_rank, s.transfer_bytes) for s in shards],
+            sizes=[s.bytes for s in shards],
+        )
+
+    def record_sizes(self, paths: list[str] | tuple[str, ...]) -> None:
+        """Record in the manifest the sizes of registered files the run has finished, whose
+        size was not known at registration (the storm's ``.metadata``)."""
+        registered = set(self._files)
+        unknown = [p for p in paths if p not in registered]
+        if unknown:
+            raise ValueError(f"{unknown[0]}: this run did not register it")
+        if self.manifest is not None:
+            self.manifest.add_sizes(list(paths), [self.fs.size(p) for p in paths])
 
     def claim_tree(self, directory: str) -> int:
         """Register what a third-party writer (PyTorch DCP) made inside a directory of ours.
@@ -260,9 +383,16 @@ class Target:
         if directory not in self._dirs:
             raise ValueError(f"refusing to claim {directory}: this run did not make it")
         claimed = 0
-        for root, dirs, files in self.fs.walk(directory, detail=False):
-            self._dirs.extend(f"{root}/{name}" for name in dirs)
-            self._files.extend(f"{root}/{name}" for name in files)
+        for root, dirs, files in self.fs.walk(directory, detail=True):
+            new_dirs = [f"{root}/{name}" for name in dirs]
+            new_files = [f"{root}/{name}" for name in files]
+            if self.manifest is not None:
+                # not stamped by the suite: listed with their sizes, which verify checks
+                self.manifest.add_dirs(new_dirs)
+                sizes = [int(files[name].get("size") or 0) for name in files]
+                self.manifest.add_files(new_files, sizes=sizes)
+            self._dirs.extend(new_dirs)
+            self._files.extend(new_files)
             claimed += len(files)
         return claimed
 
@@ -274,6 +404,12 @@ class Target:
         bounded (``ckptgate.storage.janitor``); when one hangs, it and the rest are moved to
         ``left_behind`` and not tried again.
         """
+        removed = self._remove(paths)
+        if self.manifest is not None:
+            self.manifest.removed(sorted(removed))
+        return len(removed)
+
+    def _remove(self, paths: list[str] | tuple[str, ...]) -> set[str]:
         registered = set(self._files)
         for path in paths:
             if path not in registered:
@@ -285,21 +421,31 @@ class Target:
         self._files = [p for p in self._files if p not in removed and p not in abandoned]
         if outcome.errors:
             raise next(iter(outcome.errors.values()))
-        return len(removed)
+        return removed
 
     def forget_removed(self, paths: list[str] | tuple[str, ...]) -> None:
         """Drop from the registry files the run's own workload deleted (a delete storm)."""
         gone = {p for p in paths if not self.fs.exists(p)}
+        if self.manifest is not None:
+            self.manifest.removed(sorted(gone & set(self._files)))
         self._files = [p for p in self._files if p not in gone]
 
     def cleanup(self, files: bool = True, directories: bool = True) -> CleanupReport:
         """Remove exactly what the run created: registered files, then its own directories.
 
         Many nodes remove their own files first and node 0 the directories after a barrier.
+        The lease stops and, once every registered file is gone, the manifest part and the
+        lease go too (a file that could not be removed raises, and the manifest stays for
+        ``ckptgate clean``).
         """
         report = CleanupReport()
         if files:
-            report.removed_files = self.remove_files(list(dict.fromkeys(self._files)))
+            if self.lease is not None:
+                self.lease.stop()
+                self.lease = None
+            report.removed_files = len(self._remove(list(dict.fromkeys(self._files))))
+            if not self.left_behind:
+                self._remove_meta()  # the manifest stays while anything it lists stays
         if directories:
             ordered = sorted(set(self._dirs), key=lambda d: d.count("/"), reverse=True)
             outcome = self.janitor.call("rmdir", ordered)
@@ -314,3 +460,13 @@ class Target:
     def close(self) -> None:
         """Stop the helper process of the bounded calls (bounded)."""
         self.janitor.close()
+
+    def _remove_meta(self) -> None:
+        """The manifest part and the lease, last of this node's files (bounded calls)."""
+        if self.manifest is not None:
+            self.manifest.close()
+            self.manifest = None
+        if self._meta_files:
+            outcome = self.janitor.call("rm_file", list(self._meta_files))
+            self.left_behind.extend(p for p in outcome.left if p not in self.left_behind)
+        self._meta_files = []

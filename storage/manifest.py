@@ -1,0 +1,421 @@
+"""The run's manifest: what it made, written as it goes, so a kept or dead run can be checked.
+
+Each node of a run keeps one part, ``<run dir>/.ckptgate-manifest.node<N>.jsonl``: append-only
+JSON lines, fsynced at every registration point (``Target.register``, ``new_dir``,
+``claim_tree``, removals), so a run killed by ``kill -9``, the OOM killer or a power cut leaves
+a manifest that lists everything it may have created. Append-only rather than
+rewrite-and-rename: a registration costs one small write and one fsync however long the
+manifest is, and a torn last line (death mid-append) loses only that line, which the reader
+drops and reports.
+
+The first line names the run (run id, node, node count, host, boot id, pid namespace, pid, the
+pid's start time, start time, suite version); then one line per directory or file, with paths
+relative to the run directory (so a kept run can be checked wherever it is mounted). A file
+line carries its size where it is known and its stamp (run id, global rank, transfer size, and
+the stamp offset of its first byte), which is enough to recompute every byte
+(``ckptgate.engine.datagen``); files the suite does not stamp (PyTorch DCP's) carry their size
+alone. Removals by the run itself and the run's end (``kept``) are lines too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+MANIFEST_FORMAT = 1
+MANIFEST_PREFIX = ".ckptgate-manifest.node"
+LEASE_PREFIX = ".ckptgate-lease.node"
+
+
+def manifest_name(node: int) -> str:
+    """The file name of node ``node``'s manifest part inside the run directory."""
+    return f"{MANIFEST_PREFIX}{node}.jsonl"
+
+
+def lease_name(node: int) -> str:
+    """The file name of node ``node``'s lease inside the run directory."""
+    return f"{LEASE_PREFIX}{node}.json"
+
+
+class ManifestError(Exception):
+    """A manifest cannot be read; the message is one line naming the file."""
+
+
+@dataclass(frozen=True)
+class FileStamp:
+    """What recomputes a stamped file's bytes: byte ``i`` of the file is byte
+    ``offset + i`` of ``BlockStamper(StampKey(run_id, global_rank), transfer_bytes)``."""
+
+    run_id: int
+    global_rank: int
+    transfer_bytes: int
+    offset: int = 0
+    """The stamp offset of the file's first byte: 0 for a shard; ``index x 4096`` for the
+    metadata storm's ``index``-th file of a rank."""
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "run_id": self.run_id,
+            "global_rank": self.global_rank,
+            "transfer_bytes": self.transfer_bytes,
+            "offset": self.offset,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileStamp:
+        return cls(
+            int(data["run_id"]),
+            int(data["global_rank"]),
+            int(data["transfer_bytes"]),
+            int(data.get("offset", 0)),
+        )
+
+
+# --- who is running ---------------------------------------------------------------------------
+
+
+def boot_id() -> str | None:
+    """The kernel's boot id: a pid names the same process only within one boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def pid_namespace() -> str | None:
+    """This process's pid namespace (``pid:[inode]``): pids compare only within one."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks since boot (``/proc/PID/stat`` field
+    22, proc(5)); None where there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: split after the last ')'
+    fields = text[text.rfind(")") + 2 :].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+@dataclass(frozen=True)
+class ProcessId:
+    """A process as another one can recognise it later: host, boot, pid namespace, pid and the
+    pid's start time (a reused pid has another start time)."""
+
+    host: str
+    pid: int
+    start_ticks: int | None
+    boot_id: str | None
+    pid_namespace: str | None
+
+    @classmethod
+    def current(cls) -> ProcessId:
+        pid = os.getpid()
+        return cls(hostname(), pid, process_start_ticks(pid), boot_id(), pid_namespace())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "pid": self.pid,
+            "pid_start_ticks": self.start_ticks,
+            "boot_id": self.boot_id,
+            "pid_namespace": self.pid_namespace,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProcessId:
+        ticks = data.get("pid_start_ticks")
+        return cls(
+            str(data.get("host", "?")),
+            int(data.get("pid", -1)),
+            None if ticks is None else int(ticks),
+            data.get("boot_id"),
+            data.get("pid_namespace"),
+        )
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+class ManifestWriter:
+    """Appends one node's manifest lines and fsyncs each batch (local POSIX paths).
+
+    Where the target is not a local path (an object store has no append), ``store`` is
+    given: the whole part is rewritten on each batch, which is correct but costs a write of
+    the manifest per registration point.
+    """
+
+    def __init__(
+        self,
+        run_dir: str,
+        node: int,
+        *,
+        nodes: int = 1,
+        run_id: int | None = None,
+        store: Callable[[str, bytes], None] | None = None,
+        now: dt.datetime | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.node = node
+        self.path = f"{run_dir}/{manifest_name(node)}"
+        self._store = store
+        self._lines: list[bytes] = []
+        self._fd: int | None = None
+        self.process = ProcessId.current()
+        started = now or dt.datetime.now(dt.UTC)
+        from ckptgate import __version__
+
+        self.header: dict[str, Any] = {
+            "kind": "run",
+            "format": MANIFEST_FORMAT,
+            "run_id": run_id,
+            "node": node,
+            "nodes": nodes,
+            **self.process.to_json(),
+            "started_at": started.isoformat(timespec="microseconds"),
+            "started_unix": started.timestamp(),
+            "suite_version": __version__,
+        }
+        if store is None:
+            # exclusive: a part that exists belongs to another writer
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        self._append([self.header])
+        if store is None:
+            _fsync_dir(run_dir)  # the part's directory entry is durable too
+
+    def relative(self, path: str) -> str:
+        prefix = f"{self.run_dir}/"
+        if path == self.run_dir:
+            return "."
+        if not path.startswith(prefix):
+            raise ValueError(f"{path}: outside the run directory {self.run_dir}")
+        return path[len(prefix) :]
+
+    def _append(self, records: Iterable[dict[str, Any]]) -> None:
+        data = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in records)
+        if not data:
+            return
+        if self._store is not None:
+            self._lines.append(data)
+            self._store(self.path, b"".join(self._lines))
+            return
+        if self._fd is None:
+            raise RuntimeError(f"{self.path}: the manifest is closed")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        os.fsync(self._fd)
+
+    def add_dirs(self, paths: Sequence[str]) -> None:
+        self._append({"kind": "dir", "path": self.relative(p)} for p in paths)
+
+    def add_files(
+        self,
+        paths: Sequence[str],
+        stamps: Sequence[FileStamp | None] | None = None,
+        sizes: Sequence[int | None] | None = None,
+        *,
+        kind: str = "file",
+    ) -> None:
+        """Record files about to be created (``kind="file"``) or the run's own bookkeeping
+        (``kind="meta"``: the lease, never verified)."""
+        records = []
+        for i, path in enumerate(paths):
+            record: dict[str, Any] = {"kind": kind, "path": self.relative(path)}
+            size = sizes[i] if sizes is not None else None
+            stamp = stamps[i] if stamps is not None else None
+            if size is not None:
+                record["bytes"] = int(size)
+            if stamp is not None:
+                record["stamp"] = stamp.to_json()
+            records.append(record)
+        self._append(records)
+
+    def add_sizes(self, paths: Sequence[str], sizes: Sequence[int]) -> None:
+        """Record the final size of files whose size was not known when they were registered."""
+        self._append(
+            {"kind": "size", "path": self.relative(p), "bytes": int(s)}
+            for p, s in zip(paths, sizes, strict=True)
+        )
+
+    def removed(self, paths: Sequence[str]) -> None:
+        """The run itself removed these (a retention delete, a dropped round)."""
+        if paths:
+            self._append([{"kind": "removed", "paths": [self.relative(p) for p in paths]}])
+
+    def ended(self, kept: bool) -> None:
+        """The run ended normally; ``kept``: its files stay for ``ckptgate verify``."""
+        now = dt.datetime.now(dt.UTC)
+        self._append([{"kind": "end", "kept": kept, "at": now.isoformat(timespec="seconds")}])
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse a directory fsync; the file's own fsync still stands
+    finally:
+        os.close(fd)
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ListedFile:
+    """One file as the manifest lists it."""
+
+    path: str
+    """Relative to the run directory."""
+    bytes: int | None = None
+    stamp: FileStamp | None = None
+    meta: bool = False
+    """The run's bookkeeping (the lease): removed by ``clean``, never verified."""
+
+
+@dataclass
+class Manifest:
+    """One node's manifest part, as read back."""
+
+    path: str
+    header: dict[str, Any]
+    files: dict[str, ListedFile] = field(default_factory=dict)
+    """Every file the part lists and the run did not remove itself, by relative path."""
+    removed: set[str] = field(default_factory=set)
+    dirs: list[str] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    torn: bool = False
+    """The last line was cut short (the run died while appending it): dropped."""
+
+    @property
+    def node(self) -> int:
+        return int(self.header.get("node", 0))
+
+    @property
+    def nodes(self) -> int:
+        return int(self.header.get("nodes", 1))
+
+    @property
+    def process(self) -> ProcessId:
+        return ProcessId.from_json(self.header)
+
+    @property
+    def started_unix(self) -> float:
+        return float(self.header.get("started_unix", 0.0))
+
+
+def parse_manifest(path: str, lines: Iterable[bytes]) -> Manifest:
+    """A manifest part from its lines; a torn last line is dropped, any other bad line fails."""
+    manifest: Manifest | None = None
+    pending: list[bytes] = list(lines)
+    for number, raw in enumerate(pending, start=1):
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError:
+            if number == len(pending) and not raw.endswith(b"\n") and manifest is not None:
+                manifest.torn = True
+                break
+            raise ManifestError(f"{path}: line {number} is not JSON") from None
+        kind = record.get("kind") if isinstance(record, dict) else None
+        if manifest is None:
+            if kind != "run":
+                raise ManifestError(f"{path}: not a ckptgate manifest (no run line first)")
+            manifest = Manifest(path=path, header=record)
+            continue
+        _apply(manifest, record, path, number)
+    if manifest is None:
+        raise ManifestError(f"{path}: empty manifest")
+    return manifest
+
+
+def _inside(relative: Any) -> bool:
+    """A listed path must stay inside the run directory: relative, without ``..``."""
+    return (
+        isinstance(relative, str)
+        and bool(relative)
+        and not relative.startswith("/")
+        and ".." not in relative.split("/")
+    )
+
+
+def _apply(manifest: Manifest, record: dict[str, Any], path: str, number: int) -> None:
+    kind = record.get("kind")
+    listed = [record.get("path")] if "path" in record else list(record.get("paths", []))
+    if not all(_inside(p) for p in listed):
+        raise ManifestError(f"{path}: line {number}: a path outside the run directory")
+    if kind == "dir":
+        manifest.dirs.append(record["path"])
+    elif kind in ("file", "meta"):
+        stamp = record.get("stamp")
+        manifest.files[record["path"]] = ListedFile(
+            record["path"],
+            record.get("bytes"),
+            FileStamp.from_json(stamp) if stamp else None,
+            meta=kind == "meta",
+        )
+        manifest.removed.discard(record["path"])
+    elif kind == "size":
+        listed = manifest.files.get(record["path"])
+        if listed is not None:
+            listed.bytes = int(record["bytes"])
+    elif kind == "removed":
+        for gone in record["paths"]:
+            if manifest.files.pop(gone, None) is not None:
+                manifest.removed.add(gone)
+    elif kind == "end":
+        manifest.end = record
+    else:
+        raise ManifestError(f"{path}: line {number}: unknown kind {kind!r}")
+
+
+def read_manifest(path: str) -> Manifest:
+    """Read one manifest part from a local path."""
+    try:
+        with open(path, "rb") as handle:
+            return parse_manifest(path, handle.readlines())
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: no such manifest") from None
+    except OSError as error:
+        raise ManifestError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def read_run_manifests(run_dir: str) -> tuple[list[Manifest], list[str]]:
+    """Every node's manifest part of a run directory, by name (node 0's tells the count), and
+    one line per part that is missing. Reads only the parts, never lists the directory."""
+    run_dir = run_dir.rstrip("/") or "/"
+    first = read_manifest(f"{run_dir}/{manifest_name(0)}")
+    parts, missing = [first], []
+    for node in range(1, first.nodes):
+        try:
+            parts.append(read_manifest(f"{run_dir}/{manifest_name(node)}"))
+        except ManifestError as error:
+            missing.append(str(error))
+    return parts, missing

@@ -1,0 +1,319 @@
+"""The run's manifest: a kept run re-verified byte by byte, a dead run recognised and cleaned,
+a live run's lease respected; nothing the manifest does not list is read or removed."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptgate.cli import main
+from ckptgate.engine.datagen import BlockStamper, StampKey
+from ckptgate.storage.clean import clean_run
+from ckptgate.storage.lease import FORCE_STALE_AFTER_S, LEASE_FRESH_S, LeaseKeeper, read_lease
+from ckptgate.storage.manifest import (
+    FileStamp,
+    ProcessId,
+    lease_name,
+    manifest_name,
+    read_manifest,
+)
+from ckptgate.storage.runs import find_runs, judge_run
+from ckptgate.storage.target import Target
+from ckptgate.storage.verify import verify_run
+from ckptgate.workloads.write_burst import ShardFile
+
+KiB = 1024
+RUN_ID = 77
+TRANSFER = 64 * KiB
+
+
+def _write_stamped(path: str, stamp: FileStamp, size: int) -> None:
+    """Write ``size`` bytes as a rank does: ``fill`` per transfer on the stamp grid."""
+    stamper = BlockStamper(StampKey(stamp.run_id, stamp.global_rank), stamp.transfer_bytes)
+    with open(path, "wb") as handle:
+        position = 0
+        while position < size:
+            at = stamp.offset + position
+            start = at - at % stamper.step_bytes
+            take = min(stamper.step_bytes - (at - start), size - position)
+            handle.write(bytes(stamper.fill(start, at - start + take))[at - start :])
+            position += take
+
+
+def _kept_run(root: Path) -> Target:
+    """A kept run: two shards (one with a ragged tail), a storm file stamped at an offset,
+    a DCP-like directory claimed after the fact, and a shard the run removed itself."""
+    target = Target(str(root))
+    target.create_run_dir(run_id=RUN_ID)
+    write = target.new_dir("write")
+    shards = [
+        ShardFile(0, f"{write}/__0_0.distcp", 3 * TRANSFER, RUN_ID, TRANSFER),
+        ShardFile(1, f"{write}/__1_0.distcp", 2 * TRANSFER + 1000, RUN_ID, TRANSFER),
+        ShardFile(2, f"{write}/__2_0.distcp", TRANSFER, RUN_ID, TRANSFER),
+    ]
+    target.register_shards(shards)
+    for shard in shards:
+        _write_stamped(shard.path, FileStamp(RUN_ID, shard.global_rank, TRANSFER), shard.bytes)
+    target.remove_files([shards[2].path])  # an older checkpoint the run deleted
+    storm = target.new_dir("metadata")
+    storm_stamp = FileStamp(RUN_ID, 3, 4 * KiB, offset=5 * 4 * KiB)
+    target.register([f"{storm}/__3_5.distcp"], stamps=[storm_stamp], sizes=[4 * KiB])
+    _write_stamped(f"{storm}/__3_5.distcp", storm_stamp, 4 * KiB)
+    dcp = target.new_local_dir("dcp-0")
+    Path(dcp, "__0_0.distcp").write_bytes(b"d" * 5000)
+    Path(dcp, ".metadata").write_bytes(b"m" * 300)
+    target.claim_tree(dcp)
+    target.keep()
+    return target
+
+
+@pytest.fixture
+def kept(tmp_path: Path) -> Iterator[Path]:
+    target = _kept_run(tmp_path)
+    assert target.run_dir is not None
+    yield Path(target.run_dir)
+
+
+def test_a_kept_run_verifies_every_listed_byte(kept: Path) -> None:
+    report = verify_run(str(kept))
+    assert report.ok, [p.line() for p in report.problems]
+    assert (report.files, report.stamped_files, report.size_only_files) == (5, 3, 2)
+    assert report.verified_bytes == 3 * TRANSFER + 2 * TRANSFER + 1000 + 4 * KiB
+    assert "size checked only" in report.summary()
+
+
+def test_the_manifest_lists_stamps_sizes_and_who_ran(kept: Path) -> None:
+    manifest = read_manifest(str(kept / manifest_name(0)))
+    here = ProcessId.current()
+    assert (manifest.header["run_id"], manifest.header["pid"]) == (RUN_ID, os.getpid())
+    assert manifest.header["host"] == here.host and manifest.header["suite_version"]
+    shard = manifest.files["write/__1_0.distcp"]
+    assert shard.bytes == 2 * TRANSFER + 1000
+    assert shard.stamp == FileStamp(RUN_ID, 1, TRANSFER)
+    assert "write/__2_0.distcp" in manifest.removed and manifest.end == {
+        **manifest.end,  # type: ignore[dict-item]
+        "kept": True,
+    }
+    assert manifest.files["dcp-0/.metadata"].stamp is None
+
+
+def test_a_corrupted_byte_is_named_with_file_and_offset(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shard = kept / "write" / "__0_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[TRANSFER + 4097] ^= 0xFF
+    shard.write_bytes(data)
+    assert main(["verify", str(kept)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"ckptgate verify: write/__0_0.distcp at offset {TRANSFER + 4097}: ")
+    assert "FAILED: 1 problem(s)" in out[-1]
+
+
+def test_a_corrupted_byte_in_a_file_stamped_at_an_offset_is_named_at_its_file_offset(
+    kept: Path,
+) -> None:
+    path = kept / "metadata" / "__3_5.distcp"
+    data = bytearray(path.read_bytes())
+    data[40] ^= 1  # inside the stamp's offset word
+    path.write_bytes(data)
+    (problem,) = verify_run(str(kept)).problems
+    assert (problem.path, problem.offset) == ("metadata/__3_5.distcp", 40)
+
+
+def test_a_missing_and_a_truncated_file_are_named(kept: Path) -> None:
+    (kept / "write" / "__0_0.distcp").unlink()
+    with open(kept / "write" / "__1_0.distcp", "r+b") as handle:
+        handle.truncate(TRANSFER + 10)
+    (kept / "dcp-0" / ".metadata").write_bytes(b"short")
+    lines = [p.line() for p in verify_run(str(kept)).problems]
+    assert lines == [
+        "write/__0_0.distcp: missing (the manifest lists it)",
+        f"write/__1_0.distcp at offset {TRANSFER + 10}: truncated: file ends at 65,546 B, "
+        "wrote 132,072 B",
+        "dcp-0/.metadata: size 5 B, the run wrote 300 B",
+    ]
+
+
+def test_verify_reads_nothing_outside_the_manifest(kept: Path) -> None:
+    (kept / "write" / "foreign.bin").write_bytes(b"not ours")
+    (kept / "notes.txt").write_text("someone else's")
+    seen: list[tuple[str, Any]] = []
+    recording = [True]
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if recording[0] and event in ("open", "os.listdir", "os.scandir"):
+            seen.append((event, args[0]))
+
+    sys.addaudithook(hook)  # audit hooks cannot be removed: the flag turns this one off
+    try:
+        report = verify_run(str(kept))
+    finally:
+        recording[0] = False
+    assert report.ok
+    opened = {os.path.relpath(str(p), kept) for e, p in seen if e == "open" and str(p)[0] == "/"}
+    opened = {p for p in opened if not p.startswith("..")}
+    listed = read_manifest(str(kept / manifest_name(0))).files
+    stamped = {p for p, f in listed.items() if f.stamp is not None}
+    assert opened == stamped | {manifest_name(0)}  # the others are stat'ed for their size
+    assert not [p for e, p in seen if e != "open" and str(kept) in str(p)]
+
+
+def test_verify_of_a_directory_without_a_manifest_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verify", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such manifest" in err
+    assert main(["verify", str(tmp_path / "absent")]) == 2
+    assert main(["verify"]) == 2
+    assert "RUN_DIR" in capsys.readouterr().err
+
+
+# --- dead, live and stale runs ------------------------------------------------------------------
+
+
+def _dead_run(root: Path, *, host: str | None = None, lease_time: float | None = None) -> Path:
+    """A run directory as ``kill -9`` leaves it: files, a manifest without an end line, and a
+    lease; its process is this pid with another start time (a reused pid), or another host."""
+    target = Target(str(root))
+    target.create_run_dir(run_id=RUN_ID)
+    assert target.run_dir is not None and target.manifest is not None
+    write = target.new_dir("write")
+    shard = ShardFile(0, f"{write}/__0_0.distcp", TRANSFER, RUN_ID, TRANSFER)
+    target.register_shards([shard])
+    _write_stamped(shard.path, FileStamp(RUN_ID, 0, TRANSFER), TRANSFER)
+    lease = LeaseKeeper(target.run_dir, 0, clock=lambda: lease_time or 1_000.0)
+    lease.write()
+    target.manifest.close()  # the process dies here: nothing more is written
+    run_dir = Path(target.run_dir)
+    manifest = run_dir / manifest_name(0)
+    lines = manifest.read_text().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    if host is not None:
+        header["host"] = host
+    else:
+        header["pid_start_ticks"] = (header["pid_start_ticks"] or 0) + 1
+    manifest.write_text(json.dumps(header) + "\n" + "".join(lines[1:]))
+    return run_dir
+
+
+def test_a_dead_run_on_this_host_is_provably_dead(tmp_path: Path) -> None:
+    run_dir = _dead_run(tmp_path)
+    (run,) = find_runs(str(tmp_path), now=2_000.0)
+    assert run.run_dir == str(run_dir) and run.state == "dead" and run.provably_dead
+    assert "another process now" in run.describe()
+    assert f"pid {os.getpid()}" in run.describe()
+
+
+def test_a_run_of_another_host_is_live_while_its_lease_is_fresh_then_stale(
+    tmp_path: Path,
+) -> None:
+    _dead_run(tmp_path, host="elsewhere", lease_time=1_000.0)
+    (fresh,) = find_runs(str(tmp_path), now=1_000.0 + LEASE_FRESH_S - 1)
+    (stale,) = find_runs(str(tmp_path), now=1_000.0 + LEASE_FRESH_S + 1)
+    assert fresh.state == "live"
+    assert stale.state == "stale" and not stale.provably_dead
+    assert "not provably dead (another host)" in stale.describe()
+
+
+def test_a_running_process_on_this_host_is_live_whatever_its_lease(tmp_path: Path) -> None:
+    target = Target(str(tmp_path))
+    run_dir = target.create_run_dir(run_id=RUN_ID)
+    run = judge_run(run_dir, now=10.0**12)
+    assert run is not None and run.state == "live"
+    target.cleanup()
+
+
+def test_clean_removes_exactly_a_dead_runs_files_and_leaves_a_foreign_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = _dead_run(tmp_path)
+    foreign = run_dir / "write" / "someone-elses.pt"
+    foreign.write_bytes(b"precious")
+    neighbour = tmp_path / "neighbour"
+    neighbour.mkdir()
+    assert main(["clean", str(tmp_path)]) == 1  # something stayed: said so
+    out = capsys.readouterr().out
+    assert "removed 3 files and 0 directories" in out  # shard, lease, manifest
+    assert f"left in place (holds what the run did not list): {run_dir}/write" in out
+    assert "someone-elses.pt" in out
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert left == sorted(["neighbour", run_dir.name, f"{run_dir.name}/write",
+                           f"{run_dir.name}/write/someone-elses.pt"])  # fmt: skip
+    assert foreign.read_bytes() == b"precious"
+
+
+def test_clean_of_a_dead_run_leaves_nothing(tmp_path: Path) -> None:
+    _dead_run(tmp_path)
+    assert main(["clean", str(tmp_path)]) == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_clean_refuses_a_live_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = Target(str(tmp_path))
+    run_dir = target.create_run_dir(run_id=RUN_ID)
+    target.start_lease()
+    try:
+        assert main(["clean", str(tmp_path)]) == 1
+        assert "the run is live" in capsys.readouterr().out
+        assert Path(run_dir, lease_name(0)).exists()
+    finally:
+        target.cleanup()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_clean_refuses_another_hosts_run_without_force_stale(tmp_path: Path) -> None:
+    _dead_run(tmp_path, host="elsewhere", lease_time=1_000.0)
+    (run,) = find_runs(str(tmp_path), now=1_000.0 + FORCE_STALE_AFTER_S + 1)
+    refused = clean_run(run)
+    assert refused.refused is not None and "not provably dead" in refused.refused
+    (run,) = find_runs(str(tmp_path), now=1_000.0 + FORCE_STALE_AFTER_S - 1)
+    too_young = clean_run(run, force_stale=True)
+    assert too_young.refused is not None and "needs a lease older than" in too_young.refused
+    assert len(list(tmp_path.rglob("*"))) == 5  # run dir, write/, shard, manifest, lease
+    (run,) = find_runs(str(tmp_path), now=1_000.0 + FORCE_STALE_AFTER_S + 1)
+    done = clean_run(run, force_stale=True)
+    assert done.refused is None and list(tmp_path.iterdir()) == []
+
+
+def test_clean_leaves_a_kept_run_unless_asked(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["clean", str(kept.parent)]) == 0
+    assert "kept:" in capsys.readouterr().out and kept.exists()
+    assert main(["clean", str(kept.parent), "--include-kept"]) == 0
+    assert list(kept.parent.iterdir()) == []
+
+
+def test_a_torn_last_manifest_line_is_dropped(tmp_path: Path) -> None:
+    run_dir = _dead_run(tmp_path)
+    with open(run_dir / manifest_name(0), "ab") as handle:
+        handle.write(b'{"kind":"file","path":"write/__9')  # died mid-append
+    manifest = read_manifest(str(run_dir / manifest_name(0)))
+    assert manifest.torn and "write/__0_0.distcp" in manifest.files
+
+
+def test_the_lease_is_rewritten_with_the_clock_it_is_given(tmp_path: Path) -> None:
+    times = iter([100.0, 105.0])
+    lease = LeaseKeeper(str(tmp_path), 0, run_id=RUN_ID, clock=lambda: next(times))
+    lease.write()
+    assert read_lease(lease.path)["time"] == 100.0  # type: ignore[index]
+    lease.write(ended=True)
+    written = read_lease(lease.path)
+    assert written is not None and (written["time"], written["ended"]) == (105.0, True)
+    assert written["pid"] == os.getpid() and not Path(lease.tmp_path).exists()
+
+
+def test_cleanup_removes_the_manifest_and_the_lease(tmp_path: Path) -> None:
+    target = Target(str(tmp_path))
+    target.create_run_dir(run_id=RUN_ID)
+    target.start_lease()
+    report = target.cleanup()
+    assert report.left == [] and list(tmp_path.iterdir()) == []
