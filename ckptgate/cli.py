@@ -3,6 +3,8 @@
     ckptgate run --profile=405b --target=/lustre/ckpt [pytest options]   # the checklist
     ckptgate sizing 405b [--set k=v] [--json] [--sweep]                  # requirements only
     ckptgate bench write|read|create --target DIR                        # suite vs fio
+    ckptgate report RUN.json [--html OUT.html] [--csv OUT.csv]           # a saved report
+    ckptgate compare A.json B.json [...] [--html OUT.html]               # runs side by side
 
 ``run`` is ``pytest --pyargs ckptgate.acceptance`` with the arguments passed on, so it works
 from any directory once ckptgate is installed; every pytest option works after it.
@@ -19,6 +21,8 @@ commands:
   run     run the checklist against a target (pytest --pyargs ckptgate.acceptance ARGS)
   sizing  print the requirements a cluster profile implies (no I/O)
   bench   compare the suite's drivers with fio on a target
+  report  render a saved JSON report: the gate table, --html, --csv
+  compare put saved JSON reports side by side, unfair differences first
 
 'ckptgate COMMAND --help' shows each command's options."""
 
@@ -41,10 +45,24 @@ def _bench(argv: Sequence[str]) -> int:
     return main(argv)
 
 
+def _report(argv: Sequence[str]) -> int:
+    from ckptgate.report.cli import report_main
+
+    return report_main(argv)
+
+
+def _compare(argv: Sequence[str]) -> int:
+    from ckptgate.report.cli import compare_main
+
+    return compare_main(argv)
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": _run,
     "sizing": _sizing,
     "bench": _bench,
+    "report": _report,
+    "compare": _compare,
 }
 
 
