@@ -192,7 +192,7 @@ def metadata_latency(latency_s: dict[str, dict[str, float]]) -> str | None:
     ax.invert_yaxis()
     _ticks(ax.xaxis, "s")
     ax.set_xlabel("latency per operation")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _svg(figure, "metadata-latency")
 
 
