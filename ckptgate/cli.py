@@ -5,6 +5,8 @@
     ckptgate bench write|read|create --target DIR                        # suite vs fio
     ckptgate verify RUN_DIR                   # re-check a run kept with --keep, every byte
     ckptgate clean TARGET [--force-stale]     # remove what dead runs left, by their manifests
+    ckptgate report RUN.json [--html OUT.html] [--csv OUT.csv]           # a saved report
+    ckptgate compare A.json B.json [...] [--html OUT.html]               # runs side by side
 
 ``run`` is ``pytest --pyargs ckptgate.acceptance`` with the arguments passed on, so it works
 from any directory once ckptgate is installed; every pytest option works after it.
@@ -23,6 +25,8 @@ commands:
   bench   compare the suite's drivers with fio on a target
   verify  re-check every byte of a run directory kept with --keep (after a power cut)
   clean   remove exactly what dead runs' manifests list from a target
+  report  render a saved JSON report: the gate table, --html, --csv
+  compare put saved JSON reports side by side, unfair differences first
 
 'ckptgate COMMAND --help' shows each command's options."""
 
@@ -57,12 +61,26 @@ def _clean(argv: Sequence[str]) -> int:
     return clean_main(argv)
 
 
+def _report(argv: Sequence[str]) -> int:
+    from ckptgate.report.cli import report_main
+
+    return report_main(argv)
+
+
+def _compare(argv: Sequence[str]) -> int:
+    from ckptgate.report.cli import compare_main
+
+    return compare_main(argv)
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": _run,
     "sizing": _sizing,
     "bench": _bench,
     "verify": _verify,
     "clean": _clean,
+    "report": _report,
+    "compare": _compare,
 }
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ckptgate.report.items import Item, format_margin, format_value, judge
+from ckptgate.report.text import columns
 from ckptgate.report.verdict import RunScale, Verdict, decide
 from ckptgate.sizing.checklist import sort_key
 
@@ -66,6 +68,11 @@ class GateReport:
             **self.sections,
         }
 
+    def json_data(self) -> dict[str, Any]:
+        """The report as the JSON file holds it (plain values only), which the CSV and HTML
+        outputs render, so that a saved file re-rendered later says the same."""
+        return json.loads(json.dumps(self.to_json(), default=_json_default))
+
     def write_json(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(self.to_json(), handle, indent=2, default=_json_default)
@@ -73,31 +80,33 @@ class GateReport:
 
     def table(self) -> list[str]:
         """The verdict line, then one line per checklist item, then scope notes and failures."""
-        rows = [("#", "item", "required", "cluster needs", "measured", "margin", "verdict")]
         ordered = sorted(self.items, key=lambda i: sort_key(i.id))
-        for item in ordered:
-            node = f" (node {item.node})" if item.node is not None else ""
-            rows.append(
-                (
-                    item.checklist or "",
-                    item.title,
-                    format_value(item.required, item.unit),
-                    format_value(item.cluster_required, item.unit),
-                    format_value(item.measured, item.unit),
-                    format_margin(item.margin),
-                    item.status + node,
-                )
-            )
-        widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-        lines = [self.verdict().line, ""]
-        lines += ["  ".join(cell.ljust(widths[c]) for c, cell in enumerate(row)) for row in rows]
-        lines.insert(3, "  ".join("-" * w for w in widths))
+        lines = [self.verdict().line, "", *item_table(ordered)]
         scopes = list(dict.fromkeys(i.scope for i in self.items if i.scope))
         lines.extend(f"scope: {scope}" for scope in scopes)
         lines.extend(
             f"{item.status}: {item.message}" for item in ordered if item.status in ("FAIL", "ERROR")
         )
         return lines
+
+
+def item_table(items: Sequence[Item]) -> list[str]:
+    """The gate table's lines (header, rule, one line per item in the given order)."""
+    rows = [("#", "item", "required", "cluster needs", "measured", "margin", "verdict")]
+    for item in items:
+        node = f" (node {item.node})" if item.node is not None else ""
+        rows.append(
+            (
+                item.checklist or "",
+                item.title,
+                format_value(item.required, item.unit),
+                format_value(item.cluster_required, item.unit),
+                format_value(item.measured, item.unit),
+                format_margin(item.margin),
+                item.status + node,
+            )
+        )
+    return columns(rows)
 
 
 def _json_default(value: Any) -> Any:

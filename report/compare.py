@@ -1,0 +1,213 @@
+"""``ckptgate compare A.json B.json [...]``: saved runs side by side, and what makes it unfair.
+
+Two storage systems compare fairly only when the runs asked the same of them: the same cluster
+profile and sizing numbers, the same scale (nodes, ranks, capped shards), the same suite
+version, and alike targets (a memory-backed target measures RAM, not storage). Every difference
+of that kind is printed first, as a warning; then each run's verdict with its tightest margin,
+then every item's required, measured and margin per run.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ckptgate.report.items import Item, format_margin, format_value
+from ckptgate.report.saved import items_of, load_report
+from ckptgate.report.text import columns
+from ckptgate.sizing.checklist import sort_key
+
+SIZING_SKIPPED = ("requirements", "description", "profile", "profile_name")
+"""Sizing keys that are not numbers to compare (the profile name is compared on its own)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One saved report in a comparison: its letter, its file and its contents."""
+
+    label: str
+    path: str
+    data: dict[str, Any]
+
+    @property
+    def items(self) -> list[Item]:
+        return items_of(self.data)
+
+    @property
+    def verdict(self) -> dict[str, Any]:
+        return self.data.get("verdict") or {}
+
+    @property
+    def scale(self) -> dict[str, Any]:
+        return self.verdict.get("scale") or {}
+
+    def tightest(self) -> Item | None:
+        """The gated item with the smallest margin: by how much the run passed (or failed).
+        Items that must equal their requirement (checkpoint bytes) have no room to spare and
+        are left out."""
+        gated = [
+            i
+            for i in self.items
+            if i.passed is not None and i.margin is not None and i.better != "equal"
+        ]
+        return min(gated, key=lambda i: i.margin or 0.0) if gated else None
+
+    def summary(self) -> str:
+        """``qualified, tightest margin x16.7 (load generator vs target)``."""
+        tight = self.tightest()
+        how = f", tightest margin {format_margin(tight.margin)} ({tight.title})" if tight else ""
+        return f"{self.verdict.get('status', 'error')}{how}"
+
+
+def load_runs(paths: Sequence[str]) -> list[Run]:
+    """Saved reports labelled A, B, C ... (then A2, B2 ... beyond 26)."""
+    letters = string.ascii_uppercase
+    return [
+        Run(letters[n % 26] + (str(n // 26 + 1) if n >= 26 else ""), path, load_report(path))
+        for n, path in enumerate(paths)
+    ]
+
+
+def _unit(name: str, sizing: dict[str, Any]) -> str:
+    requirement = (sizing.get("requirements") or {}).get(name)
+    if requirement:
+        return requirement.get("unit", "")
+    for suffix, unit in (("_bytes_per_s", "B/s"), ("_per_s", "1/s"), ("_bytes", "B"),
+                         ("_s", "s"), ("_fraction", "fraction")):  # fmt: skip
+        if name.endswith(suffix) or name.endswith(suffix + "_per_node"):
+            return unit
+    return ""
+
+
+def _same(values: Sequence[Any]) -> bool:
+    first = values[0]
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return all(math.isclose(v, first, rel_tol=1e-9) for v in values)
+    return all(v == first for v in values)
+
+
+def _each(runs: Sequence[Run], values: Sequence[Any], unit: str = "") -> str:
+    shown = [
+        format_value(v, unit) if unit and isinstance(v, int | float) and not isinstance(v, bool)
+        else str(v)
+        for v in values
+    ]  # fmt: skip
+    return ", ".join(f"{run.label} {text}" for run, text in zip(runs, shown, strict=True))
+
+
+def unfairness(runs: Sequence[Run]) -> list[str]:
+    """Every difference between the runs that makes comparing their storage unfair."""
+    warnings = []
+
+    def differs(what: str, values: Sequence[Any], unit: str = "", why: str = "") -> None:
+        if not _same(values):
+            warnings.append(f"{what} differs: {_each(runs, values, unit)}{why}")
+
+    differs("cluster profile", [r.data.get("profile") for r in runs],
+            why=": the runs were asked for different requirements")  # fmt: skip
+    sizings = [r.data.get("sizing") or {} for r in runs]
+    names = [k for k in dict.fromkeys(k for s in sizings for k in s) if k not in SIZING_SKIPPED]
+    for name in names:
+        differs(f"sizing {name}", [s.get(name) for s in sizings], _unit(name, sizings[0]))
+    differs("nodes", [r.scale.get("nodes", r.data.get("nodes")) for r in runs])
+    differs("cluster nodes", [r.scale.get("cluster_nodes") for r in runs])
+    differs("ranks", [r.scale.get("ranks", r.data.get("ranks")) for r in runs])
+    differs("capped shards", [(r.data.get("write") or {}).get("capped") for r in runs],
+            why=": a capped run writes less than a checkpoint")  # fmt: skip
+    differs("trial settings", ["; ".join(r.scale.get("trial_settings") or []) or "none"
+                               for r in runs])  # fmt: skip
+    differs("suite version (ckptgate_version)", [r.data.get("ckptgate_version") for r in runs],
+            why=": the measurements may differ in method")  # fmt: skip
+    differs("memory-backed target", [bool(r.data.get("memory_backed")) for r in runs],
+            why=": a memory-backed target's page cache is the storage")  # fmt: skip
+    return warnings
+
+
+def item_ids(runs: Sequence[Run]) -> list[str]:
+    """Every item any run answered, in checklist order."""
+    ids = dict.fromkeys(i.id for r in runs for i in r.items)
+    return sorted(ids, key=sort_key)
+
+
+def item_cells(item: Item | None) -> tuple[str, str, str, str]:
+    """An item's required, measured, margin and status for one run ("-" where not answered)."""
+    if item is None:
+        return ("-", "-", "-", "not run")
+    return (
+        format_value(item.required, item.unit),
+        format_value(item.measured, item.unit),
+        format_margin(item.margin),
+        item.status,
+    )
+
+
+def item_table(runs: Sequence[Run]) -> tuple[list[str], list[list[str]]]:
+    """The side-by-side table: one row per item, four columns per run."""
+    header = ["#", "item"]
+    for run in runs:
+        header += [f"{run.label} required", f"{run.label} measured", f"{run.label} margin",
+                   run.label]  # fmt: skip
+    by_run = [{i.id: i for i in run.items} for run in runs]
+    rows = []
+    for item_id in item_ids(runs):
+        first = next(items[item_id] for items in by_run if item_id in items)
+        row = [first.checklist or "", first.title]
+        for items in by_run:
+            row += item_cells(items.get(item_id))
+        rows.append(row)
+    return header, rows
+
+
+def run_lines(runs: Sequence[Run]) -> list[str]:
+    """One line per run: its letter, file, profile and target, and its verdict."""
+    return [
+        f"{run.label}: {run.path}: {run.data.get('profile')} on {run.data.get('target')} "
+        f"({run.data.get('fs_type')}), {run.scale.get('words', '')}: {run.summary()}"
+        for run in runs
+    ]
+
+
+def render_text(runs: Sequence[Run]) -> list[str]:
+    """Warnings first, then the runs and their verdicts, then the item table."""
+    lines = [f"WARNING: unfair comparison: {w}" for w in unfairness(runs)]
+    if lines:
+        lines.append("")
+    lines += run_lines(runs)
+    lines.append("")
+    header, rows = item_table(runs)
+    lines += columns([header, *rows])
+    return lines
+
+
+def render_html(runs: Sequence[Run]) -> str:
+    """The comparison as one self-contained page (warnings, verdicts, table, margins)."""
+    from ckptgate.report import figures
+    from ckptgate.report.html import esc, figure, num, page, status_cell, table, verdict_box
+
+    body = [f"<h1>ckptgate: {len(runs)} runs compared</h1>"]
+    body += [f'<p class="warning">unfair comparison: {esc(w)}</p>' for w in unfairness(runs)]
+    for run in runs:
+        body.append(f"<h3>{esc(run.label)}: {esc(Path(run.path).name)}</h3>")
+        body.append(verdict_box(run.verdict))
+        body.append(f'<p class="detail">{esc(run_lines([run])[0])}</p>')
+    header, rows = item_table(runs)
+    statuses = {r.label for r in runs}
+    cells = [
+        [
+            cell if n < 2 else (status_cell(cell) if header[n] in statuses else num(cell))
+            for n, cell in enumerate(row)
+        ]
+        for row in rows
+    ]
+    body.append("<h2>Items</h2>")
+    body.append(table(header, cells))
+    if figures.available():
+        svg = figures.margins([(run.label, run.items) for run in runs])
+        body.append(figure(svg, "margin of each item per run; log scale"))
+    else:
+        body.append(f'<p class="warning">{esc(figures.INSTALL_HINT)}</p>')
+    return page(f"ckptgate compare: {', '.join(Path(r.path).name for r in runs)}", body)

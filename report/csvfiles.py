@@ -1,0 +1,100 @@
+"""The CSV outputs: one file of items, and one of every burst's per-rank records.
+
+``--report-csv PATH`` (or ``ckptgate report RUN.json --csv PATH``) writes
+
+- ``PATH``: one row per checklist item, in checklist order;
+- ``PATH`` with ``-ranks`` before its extension (``run.csv`` -> ``run-ranks.csv``): one row per
+  rank per burst section (``write``, ``read``, ``reshard``, ``contention writers``).
+
+Numbers are the JSON report's, unformatted, in the unit each column names: bytes, seconds,
+bytes per second (``B/s``), and the item's own ``unit`` column for ``required``,
+``cluster_required`` and ``measured``. Empty cells are values the run did not have.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from ckptgate.report.saved import PHASES, bursts, items_of
+
+ITEM_COLUMNS: tuple[str, ...] = (
+    "checklist",
+    "id",
+    "title",
+    "status",
+    "required",
+    "cluster_required",
+    "measured",
+    "unit",
+    "margin",
+    "better",
+    "scope",
+    "message",
+)
+
+RANK_COLUMNS: tuple[str, ...] = (
+    "section",
+    "node",
+    "host",
+    "rank",
+    "global_rank",
+    "bytes",
+    "start_s",
+    *PHASES,
+    "total_s",
+    "end_s",
+    "bytes_per_s",
+    "slowest",
+)
+"""``bytes_per_s`` is the rank's own bytes over its ``total_s``; ``slowest`` marks the rank that
+set the section's span."""
+
+
+def ranks_path(path: str | Path) -> Path:
+    """Where the per-rank records go beside the items' file: ``run.csv`` -> ``run-ranks.csv``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}-ranks{path.suffix or '.csv'}")
+
+
+def item_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """One dict per item (ITEM_COLUMNS), in checklist order."""
+    rows = []
+    for item in items_of(data):
+        rows.append({name: getattr(item, name, None) for name in ITEM_COLUMNS})
+    return rows
+
+
+def rank_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """One dict per rank record of each burst section (RANK_COLUMNS)."""
+    rows = []
+    for burst in bursts(data):
+        for record in burst.ranks:
+            row = {name: record.get(name) for name in RANK_COLUMNS}
+            total_s = record.get("total_s")
+            row["section"] = burst.label
+            row["bytes_per_s"] = (
+                record["bytes"] / total_s if total_s and "bytes" in record else None
+            )
+            row["slowest"] = burst.is_slowest(record)
+            rows.append(row)
+    return rows
+
+
+def write_csv(data: dict[str, Any], path: str | Path) -> tuple[Path, Path]:
+    """Write the items to ``path`` and the per-rank records beside it; return both paths."""
+    items_file, ranks_file = Path(path), ranks_path(path)
+    for target, header, rows in (
+        (items_file, ITEM_COLUMNS, item_rows(data)),
+        (ranks_file, RANK_COLUMNS, rank_rows(data)),
+    ):
+        with target.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=header)
+            writer.writeheader()
+            writer.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
+    return items_file, ranks_file
+
+
+def _cell(value: Any) -> Any:
+    return "" if value is None else value

@@ -1,0 +1,282 @@
+"""The HTML report's figures: matplotlib drawn to SVG text, to be inlined (no JS, no network).
+
+matplotlib is the optional extra ``report`` (``pip install 'ckptgate[report]'``); ``available()``
+says whether it is installed, and the HTML report shows its tables without the figures where it
+is not. Each figure is built on a bare ``Figure`` (no pyplot state, no GUI backend) and returned
+as one ``<svg>`` element. Text stays text (``svg.fonttype: none``) so that it can be searched
+and copied, and each figure's ids are salted with its name so that several can share a page.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ckptgate.report.items import Item, format_margin, format_value
+from ckptgate.report.saved import Burst
+
+INSTALL_HINT = "plots need matplotlib: pip install 'ckptgate[report]'"
+
+MAX_TIMELINE_RANKS = 64
+"""Ranks drawn in one timeline; beyond it the slowest ones are drawn and the caption says so."""
+
+PHASE_COLOURS = {
+    "open_s": "#7f7f7f",
+    "write_s": "#1f77b4",
+    "read_s": "#2ca02c",
+    "fsync_s": "#d62728",
+    "close_s": "#9467bd",
+}
+STATUS_COLOURS = {"PASS": "#2ca02c", "FAIL": "#d62728", "ERROR": "#d62728", "report": "#9e9e9e"}
+WIDTH_IN = 9.0
+
+
+def available() -> bool:
+    """Whether matplotlib is installed (the ``report`` extra)."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def _figure(height_in: float, ncols: int = 1, nrows: int = 1) -> tuple[Any, Any]:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(WIDTH_IN, height_in), layout="constrained")
+    axes = figure.subplots(nrows, ncols, squeeze=False)
+    return figure, axes
+
+
+def _svg(figure: Any, name: str) -> str:
+    import matplotlib
+
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"ckptgate-{name}"}):
+        figure.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    start = text.index("<svg")
+    svg = text[start:]
+    # Each figure's element ids become unique on a page that inlines several.
+    svg = re.sub(r'id="([^"]+)"', rf'id="{name}-\1"', svg)
+    svg = re.sub(r"url\(#([^)]+)\)", rf"url(#{name}-\1)", svg)
+    svg = re.sub(r'xlink:href="#([^"]+)"', rf'xlink:href="#{name}-\1"', svg)
+    return svg.replace("<svg ", f'<svg class="figure" data-figure="{name}" role="img" ', 1)
+
+
+def _ticks(axis: Any, unit: str) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: format_value(v, unit) if v else "0"))
+
+
+def margins(runs: Sequence[tuple[str, Sequence[Item]]]) -> str | None:
+    """How far past its requirement each item lies (log scale, the requirement at x1); one
+    bar per run and item (``ckptgate compare``), coloured by status for a single run."""
+    ids = list(dict.fromkeys(i.id for _, items in runs for i in items if i.margin is not None))
+    if not ids:
+        return None
+    by_run = [(label, {i.id: i for i in items}) for label, items in runs]
+    titles = {i.id: f"{i.checklist or '-'}  {i.title}" for _, items in runs for i in items}
+    height = 0.8 / len(by_run)
+    figure, axes = _figure((0.2 + 0.22 * len(by_run)) * len(ids) + 1.0)
+    ax = axes[0][0]
+    values = []
+    for index, (label, items) in enumerate(by_run):
+        for row, item_id in enumerate(ids):
+            item = items.get(item_id)
+            if item is None or item.margin is None:
+                continue
+            y = row + (index - (len(by_run) - 1) / 2) * height
+            colour = STATUS_COLOURS[item.status] if len(by_run) == 1 else f"C{index}"
+            ax.barh(y, item.margin, height=height * 0.92, color=colour)
+            prefix = f" {label}:" if len(by_run) > 1 else ""
+            ax.annotate(f"{prefix} {format_margin(item.margin)} {item.status}",
+                        (item.margin, y), va="center", fontsize=7)  # fmt: skip
+            values.append(item.margin)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_yticks(range(len(ids)), [titles[i] for i in ids])
+    ax.invert_yaxis()
+    ax.set_xlim(min(0.5, min(values) / 2), max(values) * 40)
+    ax.set_xlabel("margin: measured against required (x1 = the requirement; right of it passes)")
+    if len(by_run) > 1:
+        handles = [_patch(f"C{n}", label) for n, (label, _) in enumerate(by_run)]
+        ax.legend(handles=handles, fontsize=8, loc="lower right")
+    return _svg(figure, "margins")
+
+
+def timeline(burst: Burst) -> tuple[str, str] | None:
+    """Each rank's phases as horizontal bars on the burst's common time axis; the slowest rank
+    is marked. Returns the SVG and a caption, or None without records."""
+    records = [r for r in burst.ranks if "start_s" in r]
+    if not records:
+        return None
+    caption = f"{len(records)} ranks"
+    if len(records) > MAX_TIMELINE_RANKS:
+        records = sorted(records, key=lambda r: -r.get("total_s", 0.0))[:MAX_TIMELINE_RANKS]
+        caption = f"the {MAX_TIMELINE_RANKS} slowest of {len(burst.ranks)} ranks"
+    records = sorted(records, key=lambda r: (r.get("node", 0), r.get("global_rank", 0)))
+    phases = burst.phases()
+    figure, axes = _figure(0.28 * len(records) + 1.3)
+    ax = axes[0][0]
+    for row, record in enumerate(records):
+        left = record["start_s"]
+        for phase in phases:
+            width = record.get(phase) or 0.0
+            ax.barh(row, width, left=left, color=PHASE_COLOURS[phase], height=0.7)
+            left += width
+    labels = []
+    for record in records:
+        label = f"node {record.get('node', '?')} rank {record.get('global_rank', '?')}"
+        labels.append(label + ("  (slowest)" if burst.is_slowest(record) else ""))
+    ax.set_yticks(range(len(records)), labels)
+    for tick, record in zip(ax.get_yticklabels(), records, strict=True):
+        if burst.is_slowest(record):
+            tick.set_fontweight("bold")
+            tick.set_color("#d62728")
+    slowest = [row for row, r in enumerate(records) if burst.is_slowest(r)]
+    for row in slowest:
+        ax.axhspan(row - 0.45, row + 0.45, color="#d62728", alpha=0.12, linewidth=0)
+        ax.axvline(records[row]["end_s"], color="#d62728", linewidth=0.8, linestyle="--")
+    ax.invert_yaxis()
+    ax.set_xlim(left=0)
+    _ticks(ax.xaxis, "s")
+    ax.set_xlabel(f"time from the common start ({burst.label}); dashed: the slowest rank's end")
+    handles = [_patch(PHASE_COLOURS[p], p.removesuffix("_s")) for p in phases]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    return _svg(figure, f"timeline-{burst.label.replace(' ', '-')}"), caption
+
+
+def _patch(colour: str, label: str) -> Any:
+    from matplotlib.patches import Patch
+
+    return Patch(color=colour, label=label)
+
+
+def node_bandwidth(bursts: Sequence[Burst]) -> str | None:
+    """Each node's bandwidth in each burst (node_bytes_per_s), grouped by node."""
+    series = [(b.label, b.data.get("node_bytes_per_s") or {}) for b in bursts]
+    series = [(label, values) for label, values in series if values]
+    if not series:
+        return None
+    nodes = sorted({int(n) for _, values in series for n in values})
+    figure, axes = _figure(3.2)
+    ax = axes[0][0]
+    width = 0.8 / len(series)
+    for index, (label, values) in enumerate(series):
+        xs = [n + (index - (len(series) - 1) / 2) * width for n in nodes]
+        ax.bar(xs, [values.get(str(n), 0.0) for n in nodes], width=width, label=label)
+    ax.set_xticks(nodes, [f"node {n}" for n in nodes])
+    _ticks(ax.yaxis, "B/s")
+    ax.set_ylabel("bandwidth per node")
+    ax.legend(fontsize=8)
+    return _svg(figure, "node-bandwidth")
+
+
+def metadata_latency(latency_s: dict[str, dict[str, float]]) -> str | None:
+    """p50, p99 and max latency per metadata operation (log scale)."""
+    ops = [op for op, stats in latency_s.items() if stats.get("max_s")]
+    if not ops:
+        return None
+    figure, axes = _figure(0.42 * len(ops) + 1.2)
+    ax = axes[0][0]
+    stats_names = (("p50_s", "#1f77b4"), ("p99_s", "#ff7f0e"), ("max_s", "#d62728"))
+    height = 0.8 / len(stats_names)
+    for index, (name, colour) in enumerate(stats_names):
+        ys = [row + (index - 1) * height for row in range(len(ops))]
+        values = [max(latency_s[op].get(name) or 0.0, 1e-9) for op in ops]
+        ax.barh(ys, values, height=height, color=colour, label=name.removesuffix("_s"))
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(ops)), [f"{op} (n={latency_s[op].get('count', 0)})" for op in ops])
+    ax.invert_yaxis()
+    _ticks(ax.xaxis, "s")
+    ax.set_xlabel("latency per operation")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _svg(figure, "metadata-latency")
+
+
+def contention(section: dict[str, Any]) -> str | None:
+    """Writers and readers alone and while the other runs, with each side's slowdown."""
+    pairs = [
+        ("checkpoint writers", "writers_alone_bytes_per_s", "writers_contended_bytes_per_s",
+         "writer_slowdown"),
+        ("dataloader readers", "readers_alone_bytes_per_s", "readers_contended_bytes_per_s",
+         "reader_slowdown"),
+    ]  # fmt: skip
+    pairs = [p for p in pairs if section.get(p[1]) is not None and section.get(p[2]) is not None]
+    if not pairs:
+        return None
+    figure, axes = _figure(2.6)
+    ax = axes[0][0]
+    for row, (_label, alone, contended, slowdown) in enumerate(pairs):
+        ax.barh(row - 0.2, section[alone], height=0.38, color="#9e9e9e",
+                label="alone" if row == 0 else None)  # fmt: skip
+        ax.barh(row + 0.2, section[contended], height=0.38, color="#1f77b4",
+                label="during the other" if row == 0 else None)  # fmt: skip
+        words = f" {format_value(section.get(slowdown), 'fraction')} slower"
+        ax.annotate(words, (section[contended], row + 0.2), va="center", fontsize=8)
+    ax.set_yticks(range(len(pairs)), [p[0] for p in pairs])
+    ax.invert_yaxis()
+    _ticks(ax.xaxis, "B/s")
+    ax.set_xlim(right=max(max(section[p[1]], section[p[2]]) for p in pairs) * 1.25)
+    ax.set_xlabel("aggregate bandwidth")
+    ax.legend(fontsize=8, loc="lower right")
+    return _svg(figure, "contention")
+
+
+SWEEP_PANELS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("lost work to failures", ("lost_work_fraction",), "fraction"),
+    ("stall budget per checkpoint", ("stall_budget_s",), "s"),
+    ("sync write bandwidth needed", ("sync_write_bytes_per_s",), "B/s"),
+    ("async persist bandwidth needed",
+     ("async_persist_min_bytes_per_s", "async_persist_planned_bytes_per_s"), "B/s"),
+)  # fmt: skip
+
+
+def sizing_sweep(rows: Sequence[dict[str, Any]], measured_bytes_per_s: float | None) -> str | None:
+    """Lost work, stall, sync and async bandwidth against the checkpoint interval, the chosen
+    interval and Young's and Daly's optima marked; the run's measured write bandwidth beside
+    the bandwidth panels where it is comparable (a full-cluster run)."""
+    rows = [r for r in rows if r.get("interval_s")]
+    if len(rows) < 2:
+        return None
+    figure, axes = _figure(5.6, ncols=2, nrows=2)
+    xs = [r["interval_s"] for r in rows]
+    marks = _merged_marks([(r["interval_s"], r["label"]) for r in rows if r.get("label")])
+    for ax, (title, names, unit) in zip(
+        (a for line in axes for a in line), SWEEP_PANELS, strict=True
+    ):
+        for name in names:
+            label = name.removeprefix("async_persist_").removesuffix("_bytes_per_s")
+            ax.plot(xs, [r.get(name) for r in rows], marker="o", markersize=3, label=label)
+        if unit == "B/s" and measured_bytes_per_s:
+            ax.axhline(measured_bytes_per_s, color="#2ca02c", linewidth=1.2,
+                       label="measured write")  # fmt: skip
+        for x, label in marks:
+            ax.axvline(x, color="#555555", linestyle=":", linewidth=0.9)
+            ax.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), rotation=90,
+                        va="top", ha="right", fontsize=7)  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(title, fontsize=9)
+        _ticks(ax.xaxis, "s")
+        _ticks(ax.yaxis, unit)
+        ax.tick_params(labelsize=7)
+        if len(names) > 1 or (unit == "B/s" and measured_bytes_per_s):
+            ax.legend(fontsize=7)
+    for ax in axes[1]:
+        ax.set_xlabel("checkpoint interval", fontsize=8)
+    return _svg(figure, "sizing-sweep")
+
+
+def _merged_marks(marks: Sequence[tuple[float, str]]) -> list[tuple[float, str]]:
+    """Interval marks closer than 10 % to each other share one line and one label (Young's and
+    Daly's optima are often a few seconds apart)."""
+    merged: list[tuple[float, str]] = []
+    for x, label in sorted(marks):
+        if merged and math.isclose(x, merged[-1][0], rel_tol=0.1):
+            merged[-1] = (merged[-1][0], f"{merged[-1][1]}, {label}")
+        else:
+            merged.append((x, label))
+    return merged

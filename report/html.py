@@ -1,0 +1,340 @@
+"""The HTML report: one self-contained page from a saved JSON report.
+
+Every style and figure is inline (SVG drawn by matplotlib, ``report/figures.py``); there is no
+script and nothing is fetched, so the page can be mailed, archived, or pasted into a
+procurement document as it is. Each figure has its numbers in a table beside it; without
+matplotlib the tables stay and the page says how to get the figures. The page building blocks
+(``page``, ``table``) serve ``ckptgate compare`` too.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import ckptgate
+from ckptgate.report import figures
+from ckptgate.report.items import Item, format_margin, format_value
+from ckptgate.report.saved import Burst, bursts, items_of, sweep_rows
+
+STYLE = """
+body { font-family: "DejaVu Sans", Arial, Helvetica, sans-serif; color: #111; margin: 2em auto;
+       max-width: 68em; padding: 0 1em; line-height: 1.35; }
+h1 { font-size: 1.45em; margin-bottom: 0.2em; }
+h2 { font-size: 1.15em; margin-top: 1.8em; border-bottom: 1px solid #ccc; }
+h3 { font-size: 1em; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.86em; }
+th, td { border: 1px solid #bbb; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
+th { background: #eee; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.detail { color: #555; font-size: 0.85em; }
+.verdict { padding: 0.6em 0.9em; border-radius: 4px; font-weight: bold; margin: 0.8em 0; }
+.verdict-qualified { background: #e3f4e1; border: 1px solid #2ca02c; }
+.verdict-partial, .verdict-trial { background: #fff4d6; border: 1px solid #d9a400; }
+.verdict-failed, .verdict-error { background: #fbe1e1; border: 1px solid #d62728; }
+.status-PASS { color: #1d7a1d; font-weight: bold; }
+.status-FAIL, .status-ERROR { color: #c01f1f; font-weight: bold; }
+.status-report { color: #666; }
+.warning { background: #fff4d6; border-left: 4px solid #d9a400; padding: 0.3em 0.7em; }
+.note { color: #555; font-style: italic; }
+figure { margin: 0.8em 0; }
+figcaption { color: #444; font-size: 0.85em; }
+svg.figure { max-width: 100%; height: auto; display: block; }
+details { margin: 0.4em 0; }
+footer { margin-top: 2.5em; color: #666; font-size: 0.8em; }
+@media print { h2 { break-after: avoid; } figure, table { break-inside: avoid; } }
+"""
+
+Cell = str | tuple[str, str]
+"""A table cell: text (escaped), or (class, inner HTML already escaped)."""
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def num(text: str) -> Cell:
+    """A right-aligned numeric cell."""
+    return ("num", esc(text))
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
+    """An HTML table; each cell is escaped text or a (class, HTML) pair."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = []
+    for row in rows:
+        cells = []
+        for cell in row:
+            if isinstance(cell, tuple):
+                cells.append(f'<td class="{cell[0]}">{cell[1]}</td>')
+            else:
+                cells.append(f"<td>{esc(cell)}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def page(title: str, body: Sequence[str]) -> str:
+    """A complete HTML document: inline style, no script, nothing fetched."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>\n"
+        + "\n".join(body)
+        + f"\n<footer>ckptgate {esc(ckptgate.__version__)}: self-contained report (inline SVG, "
+        "no scripts, nothing fetched).</footer>\n</body></html>\n"
+    )
+
+
+def field_table(
+    header: Sequence[str], section: dict[str, Any], fields: Sequence[tuple[str, str, str]]
+) -> str:
+    """A two-column table of a section's numbers: (label, key, unit) per row."""
+    return table(
+        header, [(label, num(format_value(section.get(key), unit))) for label, key, unit in fields]
+    )
+
+
+def figure(svg: str | None, caption: str) -> str:
+    """A figure, or the reason there is none (no matplotlib, nothing to plot)."""
+    if svg is None:
+        return ""
+    return f"<figure>{svg}<figcaption>{esc(caption)}</figcaption></figure>"
+
+
+def verdict_box(verdict: dict[str, Any]) -> str:
+    status = verdict.get("status", "error")
+    return f'<div class="verdict verdict-{esc(status)}">{esc(verdict.get("line", ""))}</div>'
+
+
+def status_cell(status: str) -> Cell:
+    return (f"status-{status.replace(' ', '-')}", esc(status))
+
+
+def gate_rows(items: Sequence[Item]) -> list[list[Cell]]:
+    """The gate table's rows: the title with its detail under it, this run's requirement, the
+    cluster's, the measurement, the margin and the status."""
+    rows: list[list[Cell]] = []
+    for item in items:
+        words = item.error if item.error is not None else item.detail
+        node = f" (node {item.node})" if item.node is not None else ""
+        title = f'{esc(item.title)}<div class="detail">{esc(words)}</div>'
+        rows.append(
+            [
+                item.checklist or "",
+                ("item", title),
+                num(format_value(item.required, item.unit)),
+                num(format_value(item.cluster_required, item.unit)),
+                num(format_value(item.measured, item.unit)),
+                num(format_margin(item.margin)),
+                (f"status-{item.status}", esc(item.status + node)),
+            ]
+        )
+    return rows
+
+
+GATE_HEADER = ("#", "item", "this run requires", "the cluster requires", "measured", "margin",
+               "verdict")  # fmt: skip
+
+
+def _facts(data: dict[str, Any]) -> str:
+    scale = (data.get("verdict") or {}).get("scale") or {}
+    memory = data.get("memory_backed")
+    rows = [
+        ("cluster profile", f"{data.get('profile')} ({data.get('profile_source', '')})"),
+        ("target", f"{data.get('target')} ({data.get('fs_type')}"
+                   f"{', memory-backed: its page cache is the storage' if memory else ''})"),
+        ("free on the target", format_value(data.get("free_bytes"), "B")),
+        ("scale", scale.get("words", f"{data.get('nodes')} nodes, {data.get('ranks')} ranks")),
+        ("trial settings", "; ".join(scale.get("trial_settings") or []) or "none"),
+        ("host (node 0)", data.get("hostname")),
+        ("started", data.get("started_at")),
+        ("suite", f"ckptgate {data.get('ckptgate_version')}"),
+    ]  # fmt: skip
+    return table(("run", ""), [(k, "" if v is None else str(v)) for k, v in rows])
+
+
+def _burst_summary(found: Sequence[Burst]) -> str:
+    rows = []
+    for burst in found:
+        data = burst.data
+        slowest = data.get("slowest_rank") or {}
+        rows.append(
+            [
+                burst.label,
+                num(str(len(burst.ranks))),
+                num(format_value(data.get("total_bytes"), "B")),
+                num(format_value(data.get("span_s"), "s")),
+                num(format_value(data.get("aggregate_bytes_per_s"), "B/s")),
+                f"node {slowest.get('node')} rank {slowest.get('global_rank')}: "
+                f"{format_value(slowest.get('total_s'), 's')}",
+            ]
+        )
+    header = ("burst", "ranks", "bytes", "span", "aggregate", "slowest rank")
+    return table(header, rows)
+
+
+def _rank_table(burst: Burst) -> str:
+    phases = burst.phases()
+    header = ("node", "rank", "bytes", "start", *(p.removesuffix("_s") for p in phases), "total")
+    rows = []
+    for record in sorted(burst.ranks, key=lambda r: (r.get("node", 0), r.get("global_rank", 0))):
+        mark = " (slowest)" if burst.is_slowest(record) else ""
+        rows.append(
+            [
+                num(str(record.get("node"))),
+                num(f"{record.get('global_rank')}{mark}"),
+                num(format_value(record.get("bytes"), "B")),
+                num(format_value(record.get("start_s"), "s")),
+                *(num(format_value(record.get(p), "s")) for p in phases),
+                num(format_value(record.get("total_s"), "s")),
+            ]
+        )
+    return (
+        f"<details><summary>every rank's record ({len(rows)} ranks)</summary>"
+        f"{table(header, rows)}</details>"
+    )
+
+
+def _bursts(found: Sequence[Burst], plots: bool) -> list[str]:
+    out = ["<h2>Bursts: per-rank phases</h2>"]
+    if not found:
+        return [*out, '<p class="note">no burst section in this report</p>']
+    out.append(_burst_summary(found))
+    for burst in found:
+        out.append(f"<h3>{esc(burst.label)}</h3>")
+        drawn = figures.timeline(burst) if plots else None
+        if drawn is not None:
+            svg, caption = drawn
+            out.append(
+                figure(svg, f"{burst.label}: {caption}; open, transfer, fsync and close drawn "
+                       "back to back from each rank's start on the burst's common time axis")
+            )  # fmt: skip
+        out.append(_rank_table(burst))
+    out.append("<h3>Bandwidth per node</h3>")
+    nodes = sorted({int(n) for b in found for n in (b.data.get("node_bytes_per_s") or {})})
+    rows = [
+        [f"node {n}"]
+        + [num(format_value((b.data.get("node_bytes_per_s") or {}).get(str(n)), "B/s"))
+           for b in found]
+        for n in nodes
+    ]  # fmt: skip
+    out.append(table(("node", *(b.label for b in found)), rows))
+    if plots:
+        out.append(figure(figures.node_bandwidth(found), "each node's bytes over the burst span"))
+    return out
+
+
+def _metadata(section: dict[str, Any] | None, plots: bool) -> list[str]:
+    out = ["<h2>Metadata</h2>"]
+    if not section:
+        return [*out, '<p class="note">no metadata section in this report</p>']
+    out.append(f"<p>{esc(section.get('files'))} files; {esc(section.get('statistic', ''))}</p>")
+    rates = (
+        ("create (whole storm)", "create_rate_per_s", "1/s"),
+        ("checkpoint commit", "checkpoint_rate_per_s", "1/s"),
+        ("restore stat", "stat_rate_per_s", "1/s"),
+        ("retention unlink", "unlink_rate_per_s", "1/s"),
+    )
+    out.append(field_table(("operation", "rate"), section, rates))
+    latency = section.get("latency_s") or {}
+    rows = [
+        [
+            op,
+            num(str(stats.get("count"))),
+            *(num(format_value(stats.get(k), "s")) for k in ("p50_s", "p99_s", "max_s")),
+        ]
+        for op, stats in latency.items()
+    ]
+    out.append(table(("operation", "count", "p50", "p99", "max"), rows))
+    if plots:
+        out.append(figure(figures.metadata_latency(latency), "latency per metadata operation"))
+    return out
+
+
+def _contention(section: dict[str, Any] | None, plots: bool) -> list[str]:
+    out = ["<h2>Readers and writers under contention</h2>"]
+    if not section:
+        return [*out, '<p class="note">no contention section in this report</p>']
+    out.append(f"<p>{esc(section.get('readers'))} dataloader readers</p>")
+    fields = (
+        ("writers alone", "writers_alone_bytes_per_s", "B/s"),
+        ("writers during reads", "writers_contended_bytes_per_s", "B/s"),
+        ("writer slowdown", "writer_slowdown", "fraction"),
+        ("readers alone", "readers_alone_bytes_per_s", "B/s"),
+        ("readers during the save", "readers_contended_bytes_per_s", "B/s"),
+        ("reader slowdown", "reader_slowdown", "fraction"),
+        ("coverage (reads across the save)", "coverage", "fraction"),
+    )
+    out.append(field_table(("", "value"), section, fields))
+    if plots:
+        out.append(figure(figures.contention(section), "each side alone and during the other"))
+    return out
+
+
+def _sweep(data: dict[str, Any], plots: bool) -> list[str]:
+    out = ["<h2>Sizing sweep: the requirement against the checkpoint interval</h2>"]
+    rows, source = sweep_rows(data)
+    out.append(f'<p class="note">{esc(source)}; derived, not measured</p>')
+    if not rows:
+        return out
+    columns = (
+        ("lost work", "lost_work_fraction", "fraction"),
+        ("goodput loss", "goodput_loss_fraction", "fraction"),
+        ("stall budget", "stall_budget_s", "s"),
+        ("sync write", "sync_write_bytes_per_s", "B/s"),
+        ("async persist (min)", "async_persist_min_bytes_per_s", "B/s"),
+        ("async persist (planned)", "async_persist_planned_bytes_per_s", "B/s"),
+        ("create rate", "create_rate_per_s", "1/s"),
+    )
+    body = [
+        [num(format_value(r["interval_s"], "s")), r.get("label", "")]
+        + [num(format_value(r.get(key), unit)) for _, key, unit in columns]
+        for r in rows
+    ]
+    out.append(table(("interval", "", *(c[0] for c in columns)), body))
+    if plots:
+        scale = (data.get("verdict") or {}).get("scale") or {}
+        write = data.get("write") or {}
+        measured = write.get("aggregate_bytes_per_s") if scale.get("full_cluster") else None
+        note = "" if measured else " (no measured line: the run played part of the cluster)"
+        out.append(
+            figure(figures.sizing_sweep(rows, measured),
+                   "the full cluster's requirements at each interval; dotted: the chosen "
+                   f"interval and Young's and Daly's optima; green: the measured write{note}")
+        )  # fmt: skip
+    return out
+
+
+def render_report(data: dict[str, Any], source: str = "") -> str:
+    """The HTML page for one saved JSON report (``source`` names the file it came from)."""
+    plots = figures.available()
+    items = items_of(data)
+    verdict = data.get("verdict") or {}
+    title = f"ckptgate: {data.get('profile')} on {data.get('target')}"
+    body = [f"<h1>{esc(title)}</h1>"]
+    if source:
+        body.append(f'<p class="note">from {esc(source)}</p>')
+    body.append(verdict_box(verdict))
+    if not plots:
+        body.append(f'<p class="warning">{esc(figures.INSTALL_HINT)}; the tables are complete</p>')
+    body.append(_facts(data))
+    body.append("<h2>Gate</h2>")
+    body.append(table(GATE_HEADER, gate_rows(items)))
+    scopes = list(dict.fromkeys(i.scope for i in items if i.scope))
+    body.extend(f'<p class="detail">scope: {esc(s)}</p>' for s in scopes)
+    failures = [i for i in items if i.status in ("FAIL", "ERROR")]
+    if failures:
+        body.append("<ul>" + "".join(f"<li>{esc(i.message)}</li>" for i in failures) + "</ul>")
+    if plots:
+        body.append(figure(figures.margins([("", items)]), "margin of each item; log scale"))
+    found = list(bursts(data))
+    body += _bursts(found, plots)
+    body += _metadata(data.get("metadata"), plots)
+    body += _contention(data.get("contention"), plots)
+    body += _sweep(data, plots)
+    return page(title, body)
+
+
+def write_html(data: dict[str, Any], path: str, source: str = "") -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(render_report(data, source))

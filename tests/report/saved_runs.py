@@ -1,0 +1,78 @@
+"""Hand-made saved JSON reports for the report tests: small, with every section the outputs
+read (items, a write and a read burst on two nodes, metadata, contention, sweep)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ckptgate.report.gate import GateReport
+from ckptgate.report.items import Item, judge
+from ckptgate.report.saved import sweep_section
+from ckptgate.report.verdict import RunScale
+from ckptgate.sizing import derive, load_profile
+
+
+def _rank(rank: int, node: int, start_s: float, write_s: float) -> dict[str, Any]:
+    return {"rank": rank, "global_rank": node * 2 + rank, "node": node, "host": f"h{node}",
+            "bytes": 1_000_000, "start_s": start_s, "open_s": 0.001, "write_s": write_s,
+            "fsync_s": 0.002, "close_s": 0.0005, "total_s": 0.0035 + write_s,
+            "end_s": start_s + 0.0035 + write_s}  # fmt: skip
+
+
+def _burst(write_s: float) -> dict[str, Any]:
+    ranks = [_rank(r, n, 0.001 * r, write_s * (1 + r + n)) for n in (0, 1) for r in (0, 1)]
+    slowest = max(ranks, key=lambda r: r["end_s"])
+    return {
+        "total_bytes": 4_000_000,
+        "span_s": slowest["end_s"],
+        "aggregate_bytes_per_s": 4_000_000 / slowest["end_s"],
+        "slowest_rank": {k: slowest[k] for k in ("rank", "global_rank", "node", "host", "total_s")},
+        "node_bytes_per_s": {"0": 2.0e8, "1": 1.5e8},
+        "ranks": ranks,
+        "capped": False,
+    }
+
+
+def saved_run(*, write_s: float = 0.01, profile_overrides: tuple[str, ...] = (),
+              memory_backed: bool = True, version: str = "0.1.0") -> dict[str, Any]:  # fmt: skip
+    """A saved report as ``GateReport.json_data()`` gives it, for the tmpfs profile."""
+    profile = load_profile("tmpfs", profile_overrides)
+    sizing = derive(profile)
+    report = GateReport(
+        meta={
+            "ckptgate_version": version,
+            "profile": profile.name,
+            "target": "/dev/shm",
+            "fs_type": "tmpfs" if memory_backed else "xfs",
+            "memory_backed": memory_backed,
+            "nodes": 2,
+            "ranks": 4,
+            "sizing": sizing.to_json(),
+        },
+        scale=RunScale(2, 2, 4, 4, True, memory_backed=memory_backed),
+    )
+    report.record(judge(id="async-persist", measured=4e6 / (write_s * 6), required=9.33e6,
+                        unit="B/s", detail="224 MB / 60 s x 2.5 headroom",
+                        cluster_required=9.33e6, scope="full cluster"))  # fmt: skip
+    report.record(judge(id="sync-stall", measured=write_s * 6, required=3.0, unit="s",
+                        detail="5 % x 60 s", better="lower"))  # fmt: skip
+    report.record(Item(id="reader-slowdown", required=None, measured=0.4, unit="fraction",
+                       passed=None, detail="not gated"))  # fmt: skip
+    write = _burst(write_s)
+    read = copy.deepcopy(_burst(write_s / 2))
+    for record in read["ranks"]:
+        record["read_s"] = record.pop("write_s")
+        del record["fsync_s"]
+    report.section("write", write)
+    report.section("read", read)
+    latency = {"count": 10, "p50_s": 1e-5, "p99_s": 1e-4, "max_s": 1e-3, "mean_s": 2e-5}
+    report.section("metadata", {"files": 10, "create_rate_per_s": 1e5,
+                                "latency_s": {"create": latency, "unlink": latency}})  # fmt: skip
+    report.section("contention", {"readers": 2, "writers_alone_bytes_per_s": 4e9,
+                                  "writers_contended_bytes_per_s": 3e9, "writer_slowdown": 0.25,
+                                  "readers_alone_bytes_per_s": 8e9,
+                                  "readers_contended_bytes_per_s": 2e9, "reader_slowdown": 0.75,
+                                  "writers": _burst(write_s * 1.5)})  # fmt: skip
+    report.section("sweep", sweep_section(profile))
+    return report.json_data()

@@ -1,0 +1,127 @@
+"""The HTML report from a saved JSON (no plugin): self-contained, every section, a figure per
+plot; and the same page in a real headless browser (Debian's chromium) where it is installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from ckptgate.report import figures
+from ckptgate.report.html import render_report
+from tests.report.saved_runs import saved_run
+
+FIGURES = ("margins", "timeline-write", "timeline-read", "timeline-contention-writers",
+           "node-bandwidth", "metadata-latency", "contention", "sizing-sweep")  # fmt: skip
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def _tags(page: str) -> list[tuple[str, dict[str, str | None]]]:
+    parser = _Tags()
+    parser.feed(page)
+    return parser.tags
+
+
+def test_the_page_fetches_nothing_and_runs_nothing() -> None:
+    page = render_report(saved_run())
+    tags = _tags(page)
+    assert not [t for t, _ in tags if t in ("script", "link", "img", "iframe", "object")]
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)
+    assert "VERDICT trial" in page and "verdict-trial" in page
+
+
+def test_the_page_has_the_gate_table_with_both_requirements_and_each_section() -> None:
+    page = render_report(saved_run())
+    for words in ("this run requires", "the cluster requires", "margin", "async persist bandwidth",
+                  "9.33 MB/s", "Bursts: per-rank phases", "Bandwidth per node", "Metadata",
+                  "Readers and writers under contention", "Sizing sweep", "Young"):  # fmt: skip
+        assert words in page, words
+
+
+@pytest.mark.skipif(not figures.available(), reason="matplotlib (the report extra) not installed")
+def test_every_plot_is_an_inline_svg_figure() -> None:
+    page = render_report(saved_run())
+    drawn = [a.get("data-figure") for t, a in _tags(page) if t == "svg"]
+    assert drawn == list(FIGURES)
+    ids = re.findall(r'\sid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), "element ids repeat across figures"
+
+
+def test_without_matplotlib_the_page_says_how_and_keeps_the_tables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(figures, "available", lambda: False)
+    page = render_report(saved_run())
+    assert "pip install &#x27;ckptgate[report]&#x27;" in page
+    assert "<svg" not in page and page.count("<table>") >= 8
+
+
+def test_a_report_without_a_sweep_section_uses_the_shipped_profile_it_matches() -> None:
+    data = saved_run()
+    del data["sweep"]
+    assert "recomputed from the shipped profile tmpfs" in render_report(data)
+    data["sizing"]["interval_s"] = 1.0
+    assert "has no sweep section" in render_report(data)
+
+
+# The browser sees the page's own markup; the probe (a script the test adds to a copy) writes
+# each figure's rendered size into the DOM that --dump-dom prints. The report has no script.
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const sizes = [...document.querySelectorAll("svg.figure")].map(
+    (s) => [s.dataset.figure, s.getBoundingClientRect().width, s.getBoundingClientRect().height]);
+  const out = document.createElement("pre");
+  out.id = "probe";
+  out.textContent = JSON.stringify(sizes);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _browser(page: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    chromium = _chromium()
+    assert chromium is not None
+    options = ["--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+               "--window-size=1200,2000", "--virtual-time-budget=5000"]  # fmt: skip
+    command = [chromium, *options, *args, page.as_uri()]
+    if os.geteuid() == 0:
+        command.insert(1, "--no-sandbox")
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no chromium: apt-get install chromium")
+@pytest.mark.skipif(not figures.available(), reason="matplotlib (the report extra) not installed")
+def test_a_headless_browser_loads_the_page_and_draws_every_figure(tmp_path: Path) -> None:
+    page = render_report(saved_run())
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    dom = _browser(probed, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
+    assert found, "the page did not finish loading"
+    sizes = json.loads(found.group(1).replace("&quot;", '"'))
+    assert [name for name, _, _ in sizes] == list(FIGURES)
+    assert all(width > 100 and height > 50 for _, width, height in sizes), sizes
+    report = tmp_path / "report.html"
+    report.write_text(page, encoding="utf-8")
+    shot = tmp_path / "report.png"
+    result = _browser(report, f"--screenshot={shot}")
+    assert result.returncode == 0 and shot.stat().st_size > 10_000, result.stderr[-2000:]

@@ -1,0 +1,45 @@
+"""JUnit XML carries every checklist item as properties; a marker per check module selects."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from ckptgate.report.items import judge
+from ckptgate.report.junit import checklist_markers, module_markers, properties
+from ckptgate.sizing.checklist import CHECKLIST
+from tests.fixtures.test_plugin import SMALL, run_pytest
+
+
+def test_a_marker_per_check_module_with_help_text_from_the_registry() -> None:
+    markers = checklist_markers()
+    assert set(markers) == {"write", "restart", "metadata", "contention", "decisions",
+                            "retention", "dcp"}  # fmt: skip
+    assert "restart read bandwidth" in markers["restart"]
+    assert "test_restart_read.py" in markers["restart"] and "optional" in markers["dcp"]
+    assert set(module_markers()) == {e.module for e in CHECKLIST}
+
+
+def test_properties_are_in_the_jsons_units() -> None:
+    item = judge(id="async-persist", measured=2e9, required=1e9, unit="B/s", detail="d",
+                 scope="s")  # fmt: skip
+    pairs = dict(properties([item]))
+    assert pairs["async-persist.required"] == "1000000000.0"
+    assert pairs["async-persist.unit"] == "B/s" and pairs["async-persist.verdict"] == "PASS"
+    assert pairs["async-persist.margin"] == "2.0" and pairs["async-persist.margin_text"] == "x2.00"
+    assert pairs["async-persist.cluster_required"] == ""
+
+
+def test_junit_xml_carries_each_items_numbers_and_m_selects_a_module(tmp_path: Path) -> None:
+    xml = tmp_path / "junit.xml"
+    result = run_pytest("--profile=tmpfs", "--target=/dev/shm", "acceptance", "-m", "restart",
+                        f"--junitxml={xml}", *SMALL)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:]
+    cases = {c.get("name"): c for c in ET.parse(xml).iter("testcase")}
+    cases.pop("acceptance.test_dcp", None)  # its module-level skip without PyTorch
+    assert set(cases) == {"test_restart_readback", "test_resharded_restore"}
+    props = {p.get("name"): p.get("value") for p in cases["test_restart_readback"].iter("property")}
+    assert props["restart-read.unit"] == "B/s" and props["restart-read.verdict"] == "PASS"
+    assert float(props["restart-read.measured"]) > float(props["restart-read.required"]) > 0
+    assert float(props["restart-read.margin"]) > 1
+    assert props["restart-read.scope"] and props["restart-read.message"].startswith("restart read")
