@@ -120,7 +120,7 @@ def run_contention(campaign: WriteCampaign, readers: RankPool) -> Iterator[Conte
     files = dataset_files(data_dir, profile.run.reader_bytes, readers.ranks, ctx.run_id, READ_BYTES)
     shards = campaign.shards_in(target.new_dir("contention", f"step-{nodes.index}"))
     made = [f.path for f in files] + [s.path for s in shards]
-    target.register(made)
+    target.register_shards([*files, *shards])
     timeout_s = campaign.timeout_s
     try:
         prepare_dataset(readers, fs, files, timeout_s)

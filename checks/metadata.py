@@ -25,8 +25,10 @@ from ckptgate.checks.context import CheckContext
 from ckptgate.cluster.nodes import run_everywhere
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_count, format_seconds
+from ckptgate.storage.manifest import FileStamp
 from ckptgate.workloads.metadata_storm import (
     METADATA_NAME,
+    WRITE_BYTES,
     Phase,
     StormResult,
     combine_phases,
@@ -37,6 +39,7 @@ from ckptgate.workloads.metadata_storm import (
     run_restore_listing,
     split,
     storm_files,
+    verify_storm,
 )
 
 ROUNDS = 2
@@ -104,7 +107,14 @@ def _storm_round(ctx: CheckContext, step: int, files: int) -> StormResult:
     planned = storm_files(directory, files, profile.checkpoint.files_per_rank)
     shares = split(planned, nodes.count)
     mine = shares[nodes.index] if nodes.index < len(shares) else []
-    target.register([f.path for f in mine])
+    # Each storm file is one stamped block at its (rank, index) offset: the manifest can
+    # re-verify it (ckptgate verify).
+    target.register(
+        [f.path for f in mine],
+        stamps=[FileStamp(ctx.run_id, f.global_rank, WRITE_BYTES, f.index * WRITE_BYTES)
+                for f in mine],
+        sizes=[WRITE_BYTES] * len(mine),
+    )  # fmt: skip
     if nodes.index == 0:
         target.register(list(metadata_paths(directory)))
     creates = run_everywhere(
@@ -124,6 +134,17 @@ def _storm_round(ctx: CheckContext, step: int, files: int) -> StormResult:
         f"the commit of storm {step}",
         lambda: _commit(ctx, directory, planned) if nodes.index == 0 else None,
     )[0]
+    # Untimed: every byte the storm wrote is read back and checked once (this node's files).
+    run_everywhere(
+        nodes,
+        timeout_s,
+        f"the verification of storm {step}",
+        lambda: verify_storm(pool, target.fs_spec, mine, timeout_s, run_id=ctx.run_id),
+    )
+    if nodes.index == 0:
+        tmp_path, final_path = metadata_paths(directory)
+        target.record_sizes([final_path])  # the commit's .metadata, as written
+        target.forget_removed([tmp_path])  # renamed away by the commit
     return StormResult(
         directory,
         tuple(f.path for f in planned),

@@ -147,7 +147,7 @@ class WriteCampaign:
         self._retire_latest()
         self._step += 1
         shards = self.shards_in(target.new_dir("write", f"step-{self._step}"))
-        target.register([s.path for s in shards])
+        target.register_shards(shards)
         self.latest = shards
         return shards
 

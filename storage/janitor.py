@@ -20,6 +20,7 @@ import errno
 import multiprocessing as mp
 import multiprocessing.process
 import os
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -52,6 +53,10 @@ class Outcome:
 
 def _helper_main(conn: Connection, fs: Any, parent_pid: int, pdeathsig: bool) -> None:
     """The helper process: run each requested call, answer one line per path."""
+    # Started during cleanup, it inherits the session's deferred signals (ignored dispositions
+    # survive exec): restore the defaults, or the interpreter's exit could never end it.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
     die_with_parent(parent_pid, pdeathsig=pdeathsig)
     while True:
         try:
