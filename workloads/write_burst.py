@@ -16,6 +16,7 @@ Memory per rank: the stamper's one transfer buffer (the stamped pool), whatever 
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ from ckptgate.engine.records import (
     records_from_results,
     run_ranks,
 )
-from ckptgate.storage.backend import BackendSpec, Bytes, Writer
+from ckptgate.storage.backend import BackendSpec, Writer
 
 
 @dataclass(frozen=True)
@@ -59,36 +60,33 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-class NullSink:
-    """A writer that drops every byte: the generator loop alone, with no target (``sink="null"``).
+DISCARD_PATH = os.devnull
+"""Where the load generator's burst writes: a sink that discards, through the same open and
+write calls as the target's burst, so a slow client write path is caught as well."""
 
-    Fills ``Writer`` (``ckptgate.storage.backend``) so the null burst runs the same loop.
-    """
 
-    def create(self, path: str, *, exclusive: bool = True) -> None:
-        return None
-
-    def write_all(self, handle: None, data: Bytes) -> None:
-        pass
-
-    def fsync(self, handle: None) -> bool:
-        return False  # nothing was made durable
-
-    def close(self, handle: None) -> None:
-        pass
+def _sink(fs: BackendSpec, shard: ShardFile, sink: str) -> tuple[Writer[Any], str]:
+    """The writer and path of a burst: the target's, or the same kind of backend into
+    ``DISCARD_PATH`` (a local target's POSIX calls; fsspec's local files for any other)."""
+    if sink == "target":
+        return fs.open(), shard.path
+    spec = fs if fs.is_local else BackendSpec("file", backend="fsspec")
+    return spec.open(), DISCARD_PATH
 
 
 def write_shard_task(
     ctx: RankContext, *, fs: BackendSpec, shard: ShardFile, fsync: bool = True, sink: str = "target"
 ) -> RankResult:
-    """Rank task: write one shard file from the common start; ``sink="null"`` skips the I/O.
+    """Rank task: write one shard file from the common start; ``sink="null"`` writes the same
+    bytes through the same open and write calls into ``DISCARD_PATH`` instead (no fsync: it
+    would make nothing durable).
 
-    The null sink runs the same generator loop without a target, which measures the suite's
-    own data path: if it is not far faster than the target, the target was not what we timed.
+    The null sink measures the suite's own data path, stamping and the client's write calls
+    included: if it is not far faster than the target, the target was not what we timed.
     """
     stamper = BlockStamper(shard.stamp, shard.transfer_bytes)
     step = stamper.step_bytes
-    writer: Writer[Any] = fs.open() if sink == "target" else NullSink()
+    writer, path = _sink(fs, shard, sink)
     write_all = writer.write_all
     generate_s = 0.0
     progress = ctx.progress
@@ -96,7 +94,7 @@ def write_shard_task(
     progress(phase="open", path=shard.path)
     # Not exclusive: a round's paths are new and registered, and the burst has always
     # truncated (a rerun onto the same registered path, as tests do, must still work).
-    handle = writer.create(shard.path, exclusive=False)
+    handle = writer.create(path, exclusive=False)
     phases.mark("open")
     progress(phase="write")
     offset = 0
@@ -110,7 +108,7 @@ def write_shard_task(
             progress(bytes=offset)
         phases.mark("write")
         progress(phase="fsync")
-        durable = fsync and writer.fsync(handle)
+        durable = fsync and sink == "target" and writer.fsync(handle)
         phases.mark("fsync")
         progress(phase="close")
     finally:

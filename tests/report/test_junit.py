@@ -32,7 +32,9 @@ def test_properties_are_in_the_jsons_units() -> None:
 
 def test_junit_xml_carries_each_items_numbers_and_m_selects_a_module(tmp_path: Path) -> None:
     xml = tmp_path / "junit.xml"
-    result = run_pytest("--profile=tmpfs", "--target=/dev/shm", "acceptance", "-m", "restart",
+    target = tmp_path / "target"  # its own: a run beside another live one is refused
+    target.mkdir()
+    result = run_pytest("--profile=tmpfs", f"--target={target}", "acceptance", "-m", "restart",
                         f"--junitxml={xml}", *SMALL)  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:]
     cases = {c.get("name"): c for c in ET.parse(xml).iter("testcase")}
