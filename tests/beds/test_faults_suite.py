@@ -80,6 +80,7 @@ def test_eio_on_write_names_rank_file_and_phase(bed: FaultFS, target: Target) ->
         run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
     message = str(failure.value)
     assert f"global rank 1 ({files[1].path}): OSError: [Errno 5]" in message
+    assert f"(in write of {files[1].path}, at offset 0;" in message  # phase and offset named
     assert failure.value.ranks == (1,)
     assert target.remove_files([s.path for s in files]) == RANKS  # the partial files go
     assert not os.listdir(bed.backing / Path(target.run_dir or "").name / "w")
@@ -88,9 +89,10 @@ def test_eio_on_write_names_rank_file_and_phase(bed: FaultFS, target: Target) ->
 def test_eio_on_fsync_names_the_rank(bed: FaultFS, target: Target) -> None:
     files = shards(Path(target.new_dir("w")))
     bed.set_faults(Fault("fsync", "error", path="*__0_0.distcp", errno="EIO"))
-    with RankPool(RANKS) as pool, pytest.raises(RankFailure, match=r"global rank 0 .*Errno 5"):
+    with RankPool(RANKS) as pool, pytest.raises(RankFailure, match=r"global rank 0 .*Errno 5") as f:
         run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
     assert [(hit.op, hit.errno) for hit in bed.log()] == [("fsync", "EIO")]
+    assert f"(in fsync of {files[0].path}, at offset {files[0].bytes};" in str(f.value)
 
 
 def test_enospc_on_write_is_named_and_partial_files_are_removed(
@@ -99,8 +101,12 @@ def test_enospc_on_write_is_named_and_partial_files_are_removed(
     files = shards(Path(target.new_dir("w")))
     target.register([s.path for s in files])
     bed.set_faults(Fault("write", "error", path="*__0_0.distcp", errno="ENOSPC", offset=2**20))
-    with RankPool(RANKS) as pool, pytest.raises(RankFailure, match=r"global rank 0 .*Errno 28"):
+    with (
+        RankPool(RANKS) as pool,
+        pytest.raises(RankFailure, match=r"global rank 0 .*Errno 28") as f,
+    ):
         run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+    assert f"(in write of {files[0].path}, at offset 0;" in str(f.value)  # error rules fire at once
     target.remove_files([s.path for s in files])
     report = target.cleanup()
     assert (report.unremovable, report.left) == ([], [])
