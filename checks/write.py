@@ -15,6 +15,7 @@ failure, not a burst re-run by each test.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,11 @@ from ckptgate.workloads.write_burst import ShardFile, run_write_burst, shard_fil
 
 GENERATOR_HEADROOM = 2.0
 """The load generator must outrun the target at least this much, or we timed ourselves."""
+GENERATOR_MIN_BYTES = 64 * 2**20
+"""Each rank's generator-only burst writes at least this much (into a discarding sink)."""
+GENERATOR_RUNS = 3
+"""Generator-only bursts before the rounds (one more between each two rounds); the best one
+vouches for the generator, since it ran at least that fast."""
 
 
 class CampaignFailed(RuntimeError):
@@ -212,11 +218,19 @@ class WriteCampaign:
         a busy moment of the machine during one of them does not decide whether the generator
         could keep up (it could, if it ever ran that fast)."""
         if not self.generators:
-            self._generate()
+            self._generate(GENERATOR_RUNS)
         return max(self.generators, key=lambda b: b.aggregate_bytes_per_s)
 
-    def _generate(self) -> None:
-        self.generators.append(self._burst(self.shards_in(""), "null"))
+    def _generate(self, runs: int = 1) -> None:
+        """Generator-only bursts of this node's ranks, each at least ``GENERATOR_MIN_BYTES``
+        per rank: a burst of a few megabytes (a trial's capped shard) lasts milliseconds, which
+        a busy moment of the machine decides, not the generator."""
+        shards = [
+            dataclasses.replace(s, bytes=max(s.bytes, GENERATOR_MIN_BYTES))
+            for s in self.shards_in("")
+        ]
+        for _ in range(runs):
+            self.generators.append(self._burst(shards, "null"))
 
     def worst(self) -> BurstResult:
         """The slowest round: every checkpoint must fit its window, so the gate uses the worst."""
@@ -332,7 +346,9 @@ def load_generator(campaign: WriteCampaign) -> Item:
         measured=generator.aggregate_bytes_per_s,
         required=GENERATOR_HEADROOM * worst.aggregate_bytes_per_s,
         unit="B/s",
-        detail=f"same ranks and bytes written into a discarding sink; must be "
+        detail=f"the same ranks writing at least {GENERATOR_MIN_BYTES // 2**20} MiB each "
+        f"through the same write calls into a discarding sink, best of "
+        f"{len(campaign.generators)} runs; must be "
         f"{GENERATOR_HEADROOM:g}x the target's write rate, else the suite, not the target, "
         "set the pace",
     )
