@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from ckptgate.benchmarks import fio
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import BurstResult
+from ckptgate.sizing.units import GB, KB, MB, GiB, KiB, MiB
 from ckptgate.storage.target import Target, TargetError
 from ckptgate.workloads.metadata_storm import StormResult, run_metadata_storm, storm_files
 from ckptgate.workloads.readback import ReadResult, run_readback
@@ -53,17 +54,18 @@ TARGET_RATIO = {
 }
 
 _UNITS = {
+    # fio's own suffixes (k, m, g) are binary; the constants are ckptgate.sizing.units'
     "": 1,
     "b": 1,
-    "k": 2**10,
-    "kib": 2**10,
-    "m": 2**20,
-    "mib": 2**20,
-    "g": 2**30,
-    "gib": 2**30,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
+    "k": KiB,
+    "kib": KiB,
+    "m": MiB,
+    "mib": MiB,
+    "g": GiB,
+    "gib": GiB,
+    "kb": KB,
+    "mb": MB,
+    "gb": GB,
 }
 
 
@@ -76,6 +78,64 @@ def parse_size(text: str) -> int:
             f"invalid size {text!r}: use an integer with B, KiB, MiB, GiB (or k, m, g), KB, MB, GB"
         )
     return int(found.group(1)) * _UNITS[unit]
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """What one comparison runs: the shape both sides share and how the pairs are timed.
+
+    ``main`` builds it once from the command line (each field is the option of the same name,
+    ``--bytes-per-rank`` as ``bytes_per_rank``); a test or a script builds it directly. The
+    defaults are the command line's. Sizes are bytes, times seconds.
+    """
+
+    ranks: int = 4
+    """Rank processes on the suite's side, fio jobs on the other."""
+    bytes_per_rank: int = 256 * MiB
+    """write and read: each rank's file, in bytes."""
+    transfer: int = 4 * MiB
+    """write and read: the size of each write or read call, in bytes."""
+    files: int = 20000
+    """create: files in all (rounded up to a whole number per rank)."""
+    repeats: int = 5
+    """Timed pairs."""
+    warmup: int = 1
+    """Untimed pairs before the timed ones."""
+    settle_s: float = 0.0
+    """Idle seconds before every run, either side."""
+    shift: int = 1
+    """read: rank i reads the file rank i + shift wrote."""
+    direct: bool = False
+    """read: O_DIRECT on both sides."""
+    timeout_s: float = 600.0
+    """The suite's deadline for each burst."""
+    fio_processes: bool = False
+    """fio's jobs as processes (fio's default) instead of threads (``fio.SCHEDULING``)."""
+    fio: str = "fio"
+    """fio's name on PATH, or its path (``--fio``)."""
+
+    def __post_init__(self) -> None:
+        if self.ranks < 1 or self.repeats < 1 or self.warmup < 0:
+            raise ValueError("--ranks and --repeats must be positive, --warmup not negative")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BenchSettings:
+        """The settings that ``build_parser``'s parsed arguments ask for; ``ValueError`` when
+        they are out of range."""
+        return cls(
+            ranks=args.ranks,
+            bytes_per_rank=args.bytes_per_rank,
+            transfer=args.transfer,
+            files=args.files,
+            repeats=args.repeats,
+            warmup=args.warmup,
+            settle_s=args.settle_s,
+            shift=args.shift,
+            direct=args.direct,
+            timeout_s=args.timeout_s,
+            fio_processes=args.fio_processes,
+            fio=args.fio or "fio",
+        )
 
 
 def idle_rank_task(ctx: RankContext) -> dict[str, Any]:
@@ -94,28 +154,28 @@ FioRun = TypeVar("FioRun")
 
 
 def timed_pairs(
-    args: argparse.Namespace,
+    settings: BenchSettings,
     prefix: str,
     suite: Callable[[str], SuiteRun],
     peer: Callable[[str], FioRun],
 ) -> Iterator[tuple[SuiteRun, FioRun, str]]:
-    """Run ``--warmup`` untimed pairs, then yield ``--repeats`` timed ones: (suite's result,
-    fio's result, which side went first). Each side gets the repeat's tag (``{prefix}K``, or
-    ``warmupK``) to name what it creates.
+    """Run ``settings.warmup`` untimed pairs, then yield ``settings.repeats`` timed ones:
+    (suite's result, fio's result, which side went first). Each side gets the repeat's tag
+    (``{prefix}K``, or ``warmupK``) to name what it creates.
 
     The suite runs first on even repeats and fio first on odd ones: whatever the first run
     leaves behind (a storage cache below the client warmed by its reads, a device still
-    writing back) then falls on each side alike. Each side starts after ``--settle-s`` of
+    writing back) then falls on each side alike. Each side starts after ``settle_s`` of
     idle time: a target that throttles with a burst allowance (a cloud or virtual disk) then
     starts each run with the same allowance, instead of the second run of a pair finding it
     spent.
     """
 
     def settled(run: Callable[[str], Any], tag: str) -> Any:
-        time.sleep(args.settle_s)
+        time.sleep(settings.settle_s)
         return run(tag)
 
-    for repeat in range(-args.warmup, args.repeats):
+    for repeat in range(-settings.warmup, settings.repeats):
         tag = f"{prefix}{repeat}" if repeat >= 0 else f"warmup{-repeat}"
         if repeat % 2 == 0:
             ours = settled(suite, tag)
@@ -277,8 +337,8 @@ def _pool_with_idle_rss(ranks: int, timeout_s: float) -> tuple[RankPool, list[di
     return pool, idle
 
 
-def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
-    ranks, size, transfer = args.ranks, args.bytes_per_rank, args.transfer
+def compare_write(target: Target, settings: BenchSettings) -> Comparison:
+    ranks, size, transfer = settings.ranks, settings.bytes_per_rank, settings.transfer
     comparison = Comparison(
         "write",
         "bytes/s",
@@ -287,7 +347,7 @@ def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
     )
     target.check_room(ranks * size * 2, "one suite and one fio checkpoint")
     run_id = secrets.randbits(63)
-    pool, idle = _pool_with_idle_rss(ranks, args.timeout_s)
+    pool, idle = _pool_with_idle_rss(ranks, settings.timeout_s)
     peaks = [0] * ranks
     try:
 
@@ -295,7 +355,7 @@ def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
             suite_dir = target.new_dir(f"{tag}-suite")
             shards = _shards(suite_dir, ranks, size, transfer, run_id)
             target.register([s.path for s in shards])
-            burst = run_write_burst(pool, target.fs_spec, shards, args.timeout_s)
+            burst = run_write_burst(pool, target.fs_spec, shards, settings.timeout_s)
             target.remove_files([s.path for s in shards])
             return burst
 
@@ -303,15 +363,15 @@ def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
             fio_dir = target.new_dir(f"{tag}-fio")
             target.register(fio.write_job_paths(fio_dir, ranks))
             result = fio.run_fio(
-                fio.write_job(fio_dir, ranks, size, transfer, thread=not args.fio_processes),
-                args.fio,
+                fio.write_job(fio_dir, ranks, size, transfer, thread=not settings.fio_processes),
+                settings.fio,
             )
             target.remove_files(fio.write_job_paths(fio_dir, ranks))
             if result.total_bytes != ranks * size:
                 raise fio.FioError(f"fio wrote {result.total_bytes} B, expected {ranks * size}")
             return result
 
-        for burst, result, first in timed_pairs(args, "w", suite, peer):
+        for burst, result, first in timed_pairs(settings, "w", suite, peer):
             for record in burst.ranks:
                 peaks[record.rank] = max(peaks[record.rank], record.extra["peak_rss_bytes"])
             comparison.pairs.append(
@@ -338,8 +398,8 @@ def compare_write(target: Target, args: argparse.Namespace) -> Comparison:
     return comparison
 
 
-def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
-    ranks, size, transfer = args.ranks, args.bytes_per_rank, args.transfer
+def compare_read(target: Target, settings: BenchSettings) -> Comparison:
+    ranks, size, transfer = settings.ranks, settings.bytes_per_rank, settings.transfer
     comparison = Comparison(
         "read",
         "bytes/s",
@@ -348,8 +408,8 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
             "ranks": ranks,
             "bytes_per_rank": size,
             "transfer": transfer,
-            "shift": args.shift,
-            "direct": args.direct,
+            "shift": settings.shift,
+            "direct": settings.direct,
         },
         target.facts.memory_backed,
     )
@@ -360,16 +420,16 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
         directory = target.new_dir("read")
         shards = _shards(directory, ranks, size, transfer, run_id)
         target.register([s.path for s in shards])
-        run_write_burst(pool, target.fs_spec, shards, args.timeout_s)  # untimed: the files
+        run_write_burst(pool, target.fs_spec, shards, settings.timeout_s)  # untimed: the files
         # Rank i reads what rank i+shift wrote, as the suite's readback does.
-        order = [shards[(rank + args.shift) % ranks].path for rank in range(ranks)]
+        order = [shards[(rank + settings.shift) % ranks].path for rank in range(ranks)]
         job = fio.read_job(
             order,
             size,
             transfer,
-            direct=args.direct,
+            direct=settings.direct,
             invalidate=True,
-            thread=not args.fio_processes,
+            thread=not settings.fio_processes,
         )
 
         def suite(_tag: str) -> ReadResult:
@@ -377,19 +437,19 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
                 pool,
                 target.fs_spec,
                 shards,
-                args.timeout_s,
-                shift=args.shift,
-                direct=args.direct,
+                settings.timeout_s,
+                shift=settings.shift,
+                direct=settings.direct,
                 drop_cache=True,
             )
 
         def peer(_tag: str) -> fio.FioResult:
-            result = fio.run_fio(job, args.fio)
+            result = fio.run_fio(job, settings.fio)
             if result.total_bytes != ranks * size:
                 raise fio.FioError(f"fio read {result.total_bytes} B, expected {ranks * size}")
             return result
 
-        for read, result, first in timed_pairs(args, "r", suite, peer):
+        for read, result, first in timed_pairs(settings, "r", suite, peer):
             comparison.pairs.append(
                 Pair(
                     read.burst.aggregate_bytes_per_s,
@@ -419,8 +479,8 @@ def compare_read(target: Target, args: argparse.Namespace) -> Comparison:
     return comparison
 
 
-def compare_create(target: Target, args: argparse.Namespace) -> Comparison:
-    ranks, files = args.ranks, args.files
+def compare_create(target: Target, settings: BenchSettings) -> Comparison:
+    ranks, files = settings.ranks, settings.files
     per_rank = -(-files // ranks)
     comparison = Comparison(
         "create",
@@ -443,7 +503,7 @@ def compare_create(target: Target, args: argparse.Namespace) -> Comparison:
                 target.fs_spec,
                 suite_dir,
                 files_,
-                args.timeout_s,
+                settings.timeout_s,
                 run_id=run_id,
                 write_bytes=0,
                 fsync=False,
@@ -457,15 +517,15 @@ def compare_create(target: Target, args: argparse.Namespace) -> Comparison:
             paths = fio.create_job_paths(fio_dir, ranks, per_rank)
             target.register(paths)
             result = fio.run_fio(
-                fio.create_job(fio_dir, ranks, per_rank, thread=not args.fio_processes),
-                args.fio,
+                fio.create_job(fio_dir, ranks, per_rank, thread=not settings.fio_processes),
+                settings.fio,
             )
             target.remove_files(paths)
             if result.total_ios != len(paths):
                 raise fio.FioError(f"fio created {result.total_ios} files, expected {len(paths)}")
             return result
 
-        for storm, result, first in timed_pairs(args, "c", suite, peer):
+        for storm, result, first in timed_pairs(settings, "c", suite, peer):
             comparison.pairs.append(
                 Pair(
                     storm.create_close_rate_per_s,
@@ -480,11 +540,15 @@ def compare_create(target: Target, args: argparse.Namespace) -> Comparison:
     return comparison
 
 
-COMPARISONS: dict[str, Callable[[Target, argparse.Namespace], Comparison]] = {
+COMPARISONS: dict[str, Callable[[Target, BenchSettings], Comparison]] = {
     "write": compare_write,
     "read": compare_read,
     "create": compare_create,
 }
+
+
+DEFAULTS = BenchSettings()
+"""The command line's defaults are the settings' own."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -494,25 +558,43 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("kind", choices=sorted(COMPARISONS))
     parser.add_argument("--target", required=True, metavar="DIR", help="a local directory")
-    parser.add_argument("--ranks", type=int, default=4, metavar="N", help="default: 4")
     parser.add_argument(
-        "--bytes-per-rank", type=parse_size, default=parse_size("256MiB"), metavar="SIZE",
-        help="default: 256MiB",
+        "--ranks", type=int, default=DEFAULTS.ranks, metavar="N",
+        help=f"default: {DEFAULTS.ranks}",
     )  # fmt: skip
     parser.add_argument(
-        "--transfer", type=parse_size, default=parse_size("4MiB"), metavar="SIZE",
-        help="default: 4MiB",
+        "--bytes-per-rank", type=parse_size, default=DEFAULTS.bytes_per_rank, metavar="SIZE",
+        help=f"default: {DEFAULTS.bytes_per_rank // MiB}MiB",
     )  # fmt: skip
-    parser.add_argument("--files", type=int, default=20000, metavar="N", help="default: 20000")
-    parser.add_argument("--repeats", type=int, default=5, metavar="K", help="default: 5")
-    parser.add_argument("--warmup", type=int, default=1, metavar="K", help="default: 1")
     parser.add_argument(
-        "--settle-s", type=float, default=0.0, metavar="S",
-        help="idle seconds before every timed run, either side (default: 0; see README)",
+        "--transfer", type=parse_size, default=DEFAULTS.transfer, metavar="SIZE",
+        help=f"default: {DEFAULTS.transfer // MiB}MiB",
     )  # fmt: skip
-    parser.add_argument("--shift", type=int, default=1, help="read: rank i reads rank i+shift")
+    parser.add_argument(
+        "--files", type=int, default=DEFAULTS.files, metavar="N",
+        help=f"default: {DEFAULTS.files}",
+    )  # fmt: skip
+    parser.add_argument(
+        "--repeats", type=int, default=DEFAULTS.repeats, metavar="K",
+        help=f"default: {DEFAULTS.repeats}",
+    )  # fmt: skip
+    parser.add_argument(
+        "--warmup", type=int, default=DEFAULTS.warmup, metavar="K",
+        help=f"default: {DEFAULTS.warmup}",
+    )  # fmt: skip
+    parser.add_argument(
+        "--settle-s", type=float, default=DEFAULTS.settle_s, metavar="S",
+        help=f"idle seconds before every timed run, either side (default: {DEFAULTS.settle_s:g}; "
+        "see README)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--shift", type=int, default=DEFAULTS.shift, help="read: rank i reads rank i+shift"
+    )
     parser.add_argument("--direct", action="store_true", help="read: O_DIRECT on both sides")
-    parser.add_argument("--timeout-s", type=float, default=600.0, help="default: 600")
+    parser.add_argument(
+        "--timeout-s", type=float, default=DEFAULTS.timeout_s,
+        help=f"default: {DEFAULTS.timeout_s:g}",
+    )  # fmt: skip
     parser.add_argument(
         "--fio-processes",
         action="store_true",
@@ -524,12 +606,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.ranks < 1 or args.repeats < 1 or args.warmup < 0:
-        build_parser().error("--ranks and --repeats must be positive, --warmup not negative")
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
-        args.fio = fio.fio_binary(args.fio or "fio")
-        version = fio.fio_version(args.fio)
+        settings = BenchSettings.from_args(args)
+    except ValueError as error:
+        parser.error(str(error))
+    try:
+        version = fio.fio_version(fio.fio_binary(settings.fio))
         target = Target(args.target)
         if not target.is_local:
             raise TargetError(f"--target {args.target}: fio needs a local (POSIX) directory")
@@ -538,7 +622,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        comparison = COMPARISONS[args.kind](target, args)
+        comparison = COMPARISONS[args.kind](target, settings)
     except fio.FioError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -548,8 +632,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
     comparison.settings["fs_type"] = target.facts.fs_type
     comparison.settings["fio"] = f"{version[0]}.{version[1]}"
-    comparison.settings["fio_jobs"] = "processes" if args.fio_processes else "threads"
-    comparison.settings["settle_s"] = args.settle_s
+    comparison.settings["fio_jobs"] = "processes" if settings.fio_processes else "threads"
+    comparison.settings["settle_s"] = settings.settle_s
     comparison.run_dir = target.run_dir
     print(render(comparison))
     if args.json:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import configparser
 import json
 import os
@@ -10,7 +9,7 @@ import shutil
 
 import pytest
 
-from benchmarks import compare, fio
+from ckptgate.benchmarks import compare, fio
 from ckptgate.storage.target import Target
 
 MiB = 2**20
@@ -250,8 +249,8 @@ def test_timed_pairs_alternate_who_goes_first_and_leave_out_the_warmup():
 
         return run
 
-    args = argparse.Namespace(warmup=1, repeats=3, settle_s=0.0)
-    pairs = list(compare.timed_pairs(args, "w", side("suite"), side("fio")))
+    settings = compare.BenchSettings(warmup=1, repeats=3, settle_s=0.0)
+    pairs = list(compare.timed_pairs(settings, "w", side("suite"), side("fio")))
     assert pairs == [("suite", "fio", "suite"), ("suite", "fio", "fio"), ("suite", "fio", "suite")]
     assert calls == [
         "fio:warmup1", "suite:warmup1",
@@ -259,3 +258,24 @@ def test_timed_pairs_alternate_who_goes_first_and_leave_out_the_warmup():
         "fio:w1", "suite:w1",
         "suite:w2", "fio:w2",
     ]  # fmt: skip
+
+
+def test_the_settings_are_the_command_line_s_defaults_and_its_options():
+    parser = compare.build_parser()
+    assert compare.BenchSettings.from_args(parser.parse_args(["write", "--target", "d"])) == (
+        compare.BenchSettings()
+    )
+    argv = ["read", "--target", "d", "--ranks", "2", "--bytes-per-rank", "1MiB", "--transfer"]
+    argv += ["64KiB", "--shift", "3", "--direct", "--settle-s", "0.5", "--fio", "/opt/fio"]
+    settings = compare.BenchSettings.from_args(parser.parse_args(argv))
+    assert (settings.ranks, settings.bytes_per_rank, settings.transfer) == (2, MiB, 64 * 1024)
+    assert (settings.shift, settings.direct, settings.settle_s) == (3, True, 0.5)
+    assert settings.fio == "/opt/fio"
+
+
+@pytest.mark.parametrize(
+    "bad", [{"ranks": 0}, {"repeats": 0}, {"warmup": -1}], ids=lambda bad: str(bad)
+)
+def test_settings_out_of_range_are_refused(bad):
+    with pytest.raises(ValueError, match="must be positive"):
+        compare.BenchSettings(**bad)
