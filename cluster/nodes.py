@@ -12,6 +12,14 @@ a list of failures, never the gathered data. When a node does not arrive, node 0
 tells every node that did, so every node names the same missing node; the others wait a grace
 longer than node 0 does, so that only a dead or hung node 0 is named as node 0.
 
+Liveness (``ckptgate.cluster.heartbeat``): every node beats while it works, and a node waiting
+in a collective for a peer that showed no sign of life for ``run.stall_timeout_s``
+(``set_stall_timeout``) names it at once; node 0 names it and tells the others, on the
+decision's tag and in its heartbeats, so every node names the same node. A node alive but slow
+keeps beating: only the deadline, the outer bound, ends that wait. Where MPI does not give
+``MPI_THREAD_MULTIPLE`` there is no heartbeat thread and the deadline alone bounds a wait
+(``liveness_text`` says which, for the report header).
+
 Node 0 makes the run directory and the run id and broadcasts them; it gathers every rank's
 records, judges them and writes the report.
 """
@@ -25,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from ckptgate.cluster.heartbeat import BEAT_S, Heartbeat, Liveness
 from ckptgate.engine.pool import RankFailure, StartGate
 
 T = TypeVar("T")
@@ -38,6 +47,9 @@ _POLL_S = 0.0002
 GRACE_S = 10.0
 """How much longer than node 0 the other nodes wait for its decision: node 0 names a missing
 node and tells them within this, so they name the same node rather than node 0."""
+
+LIVENESS_EVERY_S = 0.25
+"""How often a waiting node asks whether the peers it waits for still show signs of life."""
 
 SHOWN_FAILURES = 4
 """How many failures a decision carries in words (the rest are counted): what is sent back to
@@ -73,6 +85,10 @@ class Nodes(Protocol):
 
     def abort(self, code: int) -> None: ...
 
+    def set_stall_timeout(self, stall_timeout_s: float | None) -> None: ...
+
+    def liveness_text(self) -> str | None: ...
+
 
 class SingleNode:
     """The embedded default: this node is the whole run."""
@@ -103,6 +119,12 @@ class SingleNode:
     def abort(self, code: int) -> None:
         return None
 
+    def set_stall_timeout(self, stall_timeout_s: float | None) -> None:
+        return None
+
+    def liveness_text(self) -> str | None:
+        return None
+
 
 @dataclass(frozen=True)
 class _Broken:
@@ -112,16 +134,55 @@ class _Broken:
 
 
 class MpiNodes:
-    """Nodes on an MPI communicator, with deadlines on every collective."""
+    """Nodes on an MPI communicator, with deadlines on every collective.
 
-    def __init__(self, comm: Any) -> None:
+    ``liveness`` (from a ``Heartbeat``; None: deadlines alone) says when each peer this node
+    hears from last showed a sign of life; ``clock`` and ``sleep`` are the waits' (injected by
+    tests).
+    """
+
+    def __init__(
+        self,
+        comm: Any,
+        liveness: Liveness | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.comm = comm
         self.index = comm.Get_rank()
         self.count = comm.Get_size()
         self.host = socket.gethostname()
         self.hosts: list[str] = [self.host]
         self.broken: str | None = None
+        self.liveness = liveness
+        self.heartbeat: Heartbeat | None = None
+        self.stall_timeout_s: float | None = None
+        self.thread_level_note: str | None = None
+        """Why there is no heartbeat (the MPI thread level), where there is none."""
+        self._clock = clock
+        self._sleep = sleep
         self._sequence = 0
+
+    def set_stall_timeout(self, stall_timeout_s: float | None) -> None:
+        """From now on a peer silent this long is named at once (None: deadlines alone)."""
+        if stall_timeout_s is not None and stall_timeout_s <= 0:
+            raise ValueError(f"stall_timeout_s must be positive, got {stall_timeout_s}")
+        self.stall_timeout_s = stall_timeout_s
+
+    def liveness_text(self) -> str:
+        """One line for the report header: how a dead or frozen node is named."""
+        if self.liveness is None:
+            why = f" ({self.thread_level_note})" if self.thread_level_note else ""
+            return (
+                f"node liveness: no heartbeat{why}: a dead or frozen node is named only at a "
+                "collective's deadline (ten windows plus run.timeout_floor_s)"
+            )
+        limit = self.stall_timeout_s
+        after = f"{limit:.3g} s" if limit is not None else "run.stall_timeout_s"
+        return (
+            f"node liveness: a heartbeat every {BEAT_S:.3g} s; a node silent for {after} is "
+            "named at once, a slow one at the collective's deadline"
+        )
 
     def _tag(self) -> int:
         self._sequence += 1
@@ -130,10 +191,33 @@ class MpiNodes:
     def _check(self) -> None:
         if self.broken:
             raise NodeTimeout(f"the nodes fell out of step earlier: {self.broken}")
+        notice = self.liveness.notice if self.liveness is not None else None
+        if notice:
+            raise self._fail(notice)
 
     def _fail(self, reason: str) -> NodeTimeout:
         self.broken = reason
+        if self.heartbeat is not None:
+            self.heartbeat.declare(reason)  # node 0: every beat tells the others from now on
         return NodeTimeout(reason)
+
+    def _lifeless(self, waiting: set[int], what: str) -> tuple[str, list[int]] | None:
+        """Node 0's notice, or the peers waited for that showed no sign of life for the stall
+        timeout, in words; None while every one of them lives (or nothing can tell)."""
+        if self.liveness is None:
+            return None
+        notice = self.liveness.notice
+        if notice:
+            return notice, []
+        limit = self.stall_timeout_s
+        if limit is None or not waiting:
+            return None
+        silent = self.liveness.silent(waiting, limit)
+        if not silent:
+            return None
+        names = ", ".join(self._name(p) for p in silent)
+        reason = f"{names}: no sign of life for {limit:.3g} s while the others waited at {what}"
+        return reason, silent
 
     def _wait(
         self,
@@ -149,9 +233,13 @@ class MpiNodes:
         Receives use matched probes, so a value of any size arrives whole. A ``_Broken``
         received from node 0 raises its reason: node 0 named who did not arrive. ``notify``
         (node 0's gather): on a timeout, the nodes that arrived are told who did not, on the
-        decision's tag (``tag + 1``).
+        decision's tag (``tag + 1``). Every ``LIVENESS_EVERY_S`` the peers still waited for
+        are asked after (``_lifeless``): one silent for the stall timeout is named at once,
+        and so is whoever node 0's notice names.
         """
-        deadline = time.monotonic() + timeout_s
+        now = self._clock()
+        deadline = now + timeout_s
+        next_look = now + LIVENESS_EVERY_S
         pending_sends = dict(sends)
         pending = list(receives)
         values: dict[int, Any] = {}
@@ -169,14 +257,23 @@ class MpiNodes:
                     pending.remove(peer)
             if not (pending_sends or pending):
                 break
-            if time.monotonic() > deadline:
+            now = self._clock()
+            if now >= next_look:
+                next_look = now + LIVENESS_EVERY_S
+                lifeless = self._lifeless(set(pending_sends) | set(pending), what)
+                if lifeless is not None:
+                    reason, silent = lifeless
+                    if notify and silent:
+                        self._tell_others(reason, tag + 1, exclude=set(silent))
+                    raise self._fail(reason)
+            if now > deadline:
                 missing = sorted(set(pending_sends) | set(pending))
                 names = ", ".join(self._name(p) for p in missing)
                 reason = f"{names} did not reach {what} within {timeout_s:.0f} s"
                 if notify:
                     self._tell_others(reason, tag + 1, exclude=set(missing))
                 raise self._fail(reason)
-            time.sleep(_POLL_S)
+            self._sleep(_POLL_S)
         return values
 
     def _tell_others(self, reason: str, tag: int, exclude: set[int]) -> None:
@@ -187,10 +284,10 @@ class MpiNodes:
             for p in range(1, self.count)
             if p not in exclude
         ]
-        deadline = time.monotonic() + GRACE_S / 2
-        while sends and time.monotonic() < deadline:
+        deadline = self._clock() + GRACE_S / 2
+        while sends and self._clock() < deadline:
             sends = [s for s in sends if not s.test()[0]]
-            time.sleep(_POLL_S)
+            self._sleep(_POLL_S)
 
     def _name(self, node: int) -> str:
         host = self.hosts[node] if node < len(self.hosts) else "?"
@@ -244,7 +341,13 @@ class MpiNodes:
         return self._wait(sends, [following], tag, timeout_s, what)[following]
 
     def abort(self, code: int) -> None:
+        self.stop_heartbeat()  # no thread inside MPI while it ends
         self.comm.Abort(code)
+
+    def stop_heartbeat(self) -> None:
+        """Stop the heartbeat thread (bounded, idempotent; also at exit, before MPI finalizes)."""
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
 
 
 def pool_gate(nodes: Nodes) -> StartGate | None:
@@ -349,5 +452,19 @@ def detect_nodes(mode: str = "auto", environ: dict[str, str] | None = None) -> N
             raise _launch_mismatch(tasks, 1, mode)
         return SingleNode()
     nodes = MpiNodes(comm)
+    level = MPI.Query_thread()
+    if level >= MPI.THREAD_MULTIPLE:
+        nodes.heartbeat = Heartbeat(comm, MPI.ANY_SOURCE)
+        nodes.liveness = nodes.heartbeat.liveness
+        nodes.heartbeat.start()
+    else:
+        names = {getattr(MPI, n, None): n for n in THREAD_LEVELS}
+        nodes.thread_level_note = (
+            f"MPI gives thread level {names.get(level, level)}, the heartbeat needs "
+            "MPI_THREAD_MULTIPLE"
+        )
     nodes.hosts = nodes.allgather(nodes.host, 120.0, "start-up")
     return nodes
+
+
+THREAD_LEVELS = ("THREAD_SINGLE", "THREAD_FUNNELED", "THREAD_SERIALIZED", "THREAD_MULTIPLE")

@@ -127,6 +127,39 @@ def test_a_stopped_node_ends_the_job_named_by_every_node(bed: HostBed) -> None:
     assert "node 0 (node0) did not reach" not in output  # nobody blames node 0
 
 
+LARGE = [
+    "--set", "checkpoint.interval_s=600", "--set", "restart.read_s=120",
+    "--set", "run.timeout_floor_s=60", "--set", "run.stall_timeout_s=5",
+]  # fmt: skip
+"""Windows so large that the collectives' deadline alone would take about 40 minutes; a node
+that shows no sign of life for 5 s is named by the heartbeat."""
+SILENT_WITHIN_S = 90.0
+"""The stopped node must be named far below that deadline: the stall timeout, a beat, the
+abort and the launcher's teardown."""
+
+
+def test_a_stopped_node_is_named_at_the_stall_timeout_not_the_deadline(bed: HostBed) -> None:
+    argv = suite(bed, *FAST, *LARGE, "--set", "run.rounds=200", "acceptance/test_write_burst.py")
+    job = _run_until_step(bed, argv, "write/step-2")
+    stopped = [pid for pid in bed.pids(bed.clients[1], "tasks") if _runs_the_suite(pid)]
+    assert stopped
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        code, output, elapsed_s = _ends(job)
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    assert code != 0
+    named = "node 1 (node1): no sign of life for 5 s while the others waited at"
+    assert named in output, output[-3000:]
+    assert "node 0 (node0): no sign of life" not in output  # nobody blames node 0
+    assert "node 0 (node0) did not reach" not in output
+    assert elapsed_s < SILENT_WITHIN_S, f"named after {elapsed_s:.0f} s:\n{output[-3000:]}"
+    print(f"the stopped node was named and the job ended {elapsed_s:.1f} s after SIGSTOP")
+
+
 def _runs_the_suite(pid: int) -> bool:
     try:
         return (
