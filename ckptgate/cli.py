@@ -14,6 +14,7 @@ from any directory once ckptgate is installed; every pytest option works after i
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -32,9 +33,11 @@ commands:
 
 
 def _run(argv: Sequence[str]) -> int:
-    import pytest
-
-    return int(pytest.main(["--pyargs", "ckptgate.acceptance", *argv]))
+    # A fresh interpreter: pytest rewrites the asserts of the plugin's package, which this one
+    # has already imported (ckptgate.cli), and Ctrl-C goes straight to pytest.
+    command = [sys.executable, "-m", "pytest", "--pyargs", "ckptgate.acceptance", *argv]
+    os.execv(sys.executable, command)
+    return 1  # not reached: execv replaces this process
 
 
 def _sizing(argv: Sequence[str]) -> int:
