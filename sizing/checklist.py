@@ -2,10 +2,11 @@
 
 Each entry says which checklist question an item answers (1 to 8; ``c`` is the test plan's
 concurrency item), its title in the gate report, the acceptance module that measures it, and
-the check (``module:function`` in ``ckptgate.checks``, imported on first use, as fsspec's
-``registry.py`` names classes) that judges it. The report numbers and orders its rows from here,
-the plugin orders the acceptance modules from here, and the sizing table says from here which
-module measures a requirement; nothing else lists the checklist.
+the check that judges it (``module:function`` in ``ckptgate.checks``, named as fsspec's
+``registry.py`` names classes: the acceptance module calls that function, and a test checks
+that every name resolves). The report numbers and orders its rows from here, the plugin orders
+the acceptance modules and derives a marker per check module from here, and the sizing table
+says from here which module measures a requirement; nothing else lists the checklist.
 
 Pure data: no imports beyond the standard library (the sizing package stays pure).
 """

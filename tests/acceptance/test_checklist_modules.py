@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
 
 from ckptgate.sizing import SHIPPED_PROFILES, derive, load_profile
+from ckptgate.sizing.checklist import CHECKLIST, ChecklistItem
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,3 +24,14 @@ def test_every_measured_by_names_an_acceptance_module_that_exists(name: str) -> 
     }
     assert named, "no requirement says which test measures it"
     assert all((ROOT / module).is_file() for module in named), sorted(named)
+
+
+@pytest.mark.parametrize("entry", CHECKLIST, ids=lambda e: e.id)
+def test_every_checklist_item_names_a_check_that_exists_and_its_module_calls_it(
+    entry: ChecklistItem,
+) -> None:
+    module_name, function = entry.check.split(":")
+    check = getattr(importlib.import_module(f"ckptgate.checks.{module_name}"), function)
+    assert callable(check)
+    acceptance = (ROOT / "acceptance" / entry.module).read_text()
+    assert f"{function}(" in acceptance, f"{entry.module} never asks {entry.check}"
