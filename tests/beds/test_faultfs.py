@@ -271,8 +271,15 @@ def test_teardown_of_a_frozen_server_is_bounded(tmp_path: Path) -> None:
         elapsed = time.monotonic() - started
         assert not is_mounted(fs.mount)
         assert elapsed < 30, f"teardown took {elapsed:.1f} s"
-        # Whether its read was in flight (aborted) or came after the abort, it fails; not hangs.
-        assert client_result(reader)["errno"] in (errno.ECONNABORTED, errno.ENOTCONN)
+        # The client never hangs. Its read fails when it was in flight at the abort, or came
+        # after it; on a busy machine the read can also reach the server (or the page cache its
+        # open read ahead into) before the freeze takes hold, and then it succeeds: which of the
+        # three happens is the scheduler's, so each is allowed, and only a hang fails.
+        result = client_result(reader)
+        assert result.get("ok") is True or result.get("errno") in (
+            errno.ECONNABORTED,
+            errno.ENOTCONN,
+        ), result
     finally:
         if reader is not None:
             reader.kill()
