@@ -107,21 +107,28 @@ def test_a_node_that_loses_its_link_ends_the_job_named(bed: HostBed) -> None:
     assert "node 1 (node1) did not reach" in output, output[-3000:]
 
 
-def test_a_stopped_node_ends_the_job_named_by_every_node(bed: HostBed) -> None:
-    argv = suite(bed, *FAST, "--set", "run.rounds=200", "acceptance/test_write_burst.py")
-    job = _run_until_step(bed, argv, "write/step-2")
-    # The node's suite process (and its ranks) stop; its launcher daemon stays, as on a node
-    # whose job hangs: a node frozen whole is the scheduler's to end, no launcher can.
-    stopped = [pid for pid in bed.pids(bed.clients[1], "tasks") if _runs_the_suite(pid)]
+def _ends_with_suite_stopped(
+    bed: HostBed, job: subprocess.Popen[str], host: str
+) -> tuple[int, str, float]:
+    """SIGSTOP ``host``'s suite process (and its ranks), wait for the job to end, then let
+    them go on. Its launcher daemon stays, as on a node whose job hangs: a node frozen whole
+    is the scheduler's to end, no launcher can."""
+    stopped = [pid for pid in bed.pids(host, "tasks") if _runs_the_suite(pid)]
     assert stopped
     for pid in stopped:
         os.kill(pid, signal.SIGSTOP)
     try:
-        code, output, _ = _ends(job)
+        return _ends(job)
     finally:
         for pid in stopped:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
+
+
+def test_a_stopped_node_ends_the_job_named_by_every_node(bed: HostBed) -> None:
+    argv = suite(bed, *FAST, "--set", "run.rounds=200", "acceptance/test_write_burst.py")
+    job = _run_until_step(bed, argv, "write/step-2")
+    code, output, _ = _ends_with_suite_stopped(bed, job, bed.clients[1])
     assert code != 0
     assert "node 1 (node1) did not reach" in output, output[-3000:]
     assert "node 0 (node0) did not reach" not in output  # nobody blames node 0
@@ -141,16 +148,7 @@ abort and the launcher's teardown."""
 def test_a_stopped_node_is_named_at_the_stall_timeout_not_the_deadline(bed: HostBed) -> None:
     argv = suite(bed, *FAST, *LARGE, "--set", "run.rounds=200", "acceptance/test_write_burst.py")
     job = _run_until_step(bed, argv, "write/step-2")
-    stopped = [pid for pid in bed.pids(bed.clients[1], "tasks") if _runs_the_suite(pid)]
-    assert stopped
-    for pid in stopped:
-        os.kill(pid, signal.SIGSTOP)
-    try:
-        code, output, elapsed_s = _ends(job)
-    finally:
-        for pid in stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+    code, output, elapsed_s = _ends_with_suite_stopped(bed, job, bed.clients[1])
     assert code != 0
     named = "node 1 (node1): no sign of life for 5 s while the others waited at"
     assert named in output, output[-3000:]
