@@ -98,10 +98,11 @@ def reshard_task(
     backend = fs.open()
     readers = [RangeReader(backend, sources[r.path], direct, ctx) for r in ranges]
     files = []
-    for r in ranges:
+    for reader, r in zip(readers, ranges, strict=True):
         # several new ranks may share an old file: each drops and measures what it will read
         cache = prepare_file(backend, r.path, drop_cache, ctx)
         files.append({"path": r.path, "bytes": r.length, **cache})
+        reader.expect(r.offset, r.length)
     phases = PhaseMarks.start(ctx)
     total = 0
     for done, (reader, r, info) in enumerate(zip(readers, ranges, files, strict=True)):
