@@ -88,7 +88,7 @@ class Clock:
 
 def _nodes(world: World, rank: int, clock: Clock, liveness: Liveness | None) -> MpiNodes:
     nodes = MpiNodes(world.comm(rank), liveness=liveness, clock=clock, sleep=clock.sleep)
-    nodes.hosts = [f"h{i}" for i in range(world.size)]
+    nodes.hosts = {i: f"h{i}" for i in range(world.size)}
     return nodes
 
 
