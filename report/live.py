@@ -63,7 +63,7 @@ def progress_line(parts: Sequence[NodeProgress]) -> str:
         parts,
         key=lambda p: p.slowest_fraction if p.slowest_fraction is not None else 2.0,
     )
-    if slowest.slowest:
+    if slowest.slowest and first.running:  # at the end every rank is done
         where = f"node {slowest.node} " if len(parts) > 1 else ""
         share = f" ({slowest.slowest_fraction:.1%})" if slowest.slowest_fraction is not None else ""
         fields.append(f"slowest {where}{slowest.slowest}{share}")

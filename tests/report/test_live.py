@@ -100,6 +100,7 @@ def test_a_batch_log_gets_a_line_every_few_seconds_and_the_last_one() -> None:
     assert out.redrawn == []
     assert len(out.lines) == 4  # at 2 s, 7 s and 12 s, then the end
     assert "done in 14.0 s" in out.lines[-1]
+    assert "slowest" not in out.lines[-1] and "ETA" not in out.lines[-1]
 
 
 def test_a_terminal_gets_one_line_redrawn_in_place() -> None:
