@@ -6,8 +6,8 @@ phase shorter than ``show_after_s`` prints nothing. On a terminal the line is re
 every ``tty_every_s``; in a batch log (not a tty) a new line is written every
 ``batch_every_s``; either way the phase's last line is written when it ends. The line reads
 
-    ckptgate: write burst  1.20 GB / 4.00 GB (30.0 %)  610 MB/s  slowest global rank 3
-    (21.0 %)  ETA 4.59 s  [2 nodes, 16 ranks]
+    ckptgate: write burst  1.20 GB / 4.00 GB (30.0%)  610 MB/s  ETA 4.59 s  slowest node 1
+    global rank 3 (21.0%)  [2 nodes, 16 ranks]
 
 Output goes through ``write_line`` and ``rewrite`` (the plugin passes pytest's terminal
 reporter's, with capture suspended), and the clock is injected, so tests need no terminal
@@ -58,7 +58,12 @@ def progress_line(parts: Sequence[NodeProgress]) -> str:
             )
         rate, left, per_s = f"{format_count(round(files_per_s))} files/s", 0, files_per_s
         left = total_files - done_files if total_files else 0
+    # ETA before the slowest rank: a narrow terminal cuts the redrawn line from the right
     fields = [f"ckptgate: {first.phase}", amount, rate]
+    if first.running and left > 0 and per_s > 0:
+        fields.append(f"ETA {format_seconds(left / per_s)}")
+    elif not first.running:
+        fields.append(f"done in {format_seconds(first.elapsed_s)}")
     slowest = min(
         parts,
         key=lambda p: p.slowest_fraction if p.slowest_fraction is not None else 2.0,
@@ -67,10 +72,6 @@ def progress_line(parts: Sequence[NodeProgress]) -> str:
         where = f"node {slowest.node} " if len(parts) > 1 else ""
         share = f" ({slowest.slowest_fraction:.1%})" if slowest.slowest_fraction is not None else ""
         fields.append(f"slowest {where}{slowest.slowest}{share}")
-    if first.running and left > 0 and per_s > 0:
-        fields.append(f"ETA {format_seconds(left / per_s)}")
-    elif not first.running:
-        fields.append(f"done in {format_seconds(first.elapsed_s)}")
     ranks = sum(p.ranks for p in parts)
     nodes = f"{len(parts)} nodes, " if len(parts) > 1 else ""
     fields.append(f"[{nodes}{ranks} ranks]")
