@@ -63,7 +63,14 @@ def progress_line(parts: Sequence[NodeProgress]) -> str:
     if first.running and left > 0 and per_s > 0:
         fields.append(f"ETA {format_seconds(left / per_s)}")
     elif not first.running:
-        fields.append(f"done in {format_seconds(first.elapsed_s)}")
+        behind = sum(p.running for p in parts[1:])
+        if behind:  # node 0's ranks are done; the others' beats lag by up to a beat
+            fields.append(
+                f"node {first.node} done in {format_seconds(first.elapsed_s)}, "
+                f"{behind} other node{'s' if behind != 1 else ''} running at the last beat"
+            )
+        else:
+            fields.append(f"done in {format_seconds(first.elapsed_s)}")
     slowest = min(
         parts,
         key=lambda p: p.slowest_fraction if p.slowest_fraction is not None else 2.0,

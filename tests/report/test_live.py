@@ -86,6 +86,14 @@ def test_the_line_sums_every_node_and_names_the_slowest_node() -> None:
     assert "[2 nodes, 16 ranks]" in line
 
 
+def test_node_0_done_while_another_node_still_runs_says_so() -> None:
+    mine = snapshot(9.0, 4 * GB, running=False)
+    other = snapshot(8.0, 3 * GB, node=1)
+    line = progress_line([mine, other])
+    assert "node 0 done in 9.00 s, 1 other node running at the last beat" in line
+    assert "done in" in progress_line([mine, replace(other, running=False)])
+
+
 def test_a_files_phase_counts_files() -> None:
     storm = snapshot(2.0, 0, phase="create storm", files=500, total_files=2000, total_bytes=0)
     line = progress_line([storm])
