@@ -50,6 +50,7 @@ from ckptgate.engine.records import (
     records_from_results,
     run_ranks,
 )
+from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.write_burst import shard_file_name
 
@@ -436,7 +437,8 @@ def run_metadata_storm(
     labels = [f"local rank {i} ({len(c)} files from {c[0].path})" for i, c in enumerate(chunks)]
     kwargs = [{"files": c} for c in chunks]
     shared = {"fs": fs, "run_id": run_id, "write_bytes": write_bytes, "fsync": fsync}
-    results = run_ranks(pool, create_task, kwargs, timeout_s, labels, shared=shared)
+    expect = Expected("create storm", rank_files=tuple(len(c) for c in chunks))
+    results = run_ranks(pool, create_task, kwargs, timeout_s, labels, shared=shared, expect=expect)
     used = results[0].extra["io"]
     create = _phase("create", len(files), results)
     committed = None
@@ -565,6 +567,7 @@ def _per_file_phase(
         timeout_s,
         [f"local rank {i} ({op} of {len(c)} files)" for i, c in enumerate(chunks)],
         shared={"fs": fs},
+        expect=Expected(f"{op} storm", rank_files=tuple(len(c) for c in chunks)),
     )
     return _phase(op, len(paths), results), chunks, results
 
@@ -623,5 +626,6 @@ def verify_storm(
             for i, c in enumerate(chunks)
         ],
         shared={"fs": fs, "run_id": run_id, "write_bytes": write_bytes},
+        expect=Expected("verify storm", rank_files=tuple(len(c) for c in chunks)),
     )
     return sum(r.bytes for r in results)

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ckptgate.engine.datagen import BlockStamper, DataMismatch
+from ckptgate.engine.latency import LatencyHistogram
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
@@ -49,6 +50,7 @@ from ckptgate.engine.records import (
     records_from_results,
     run_ranks,
 )
+from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import (
     DIRECT_ALIGN_BYTES,
     Backend,
@@ -89,6 +91,8 @@ class RangeReader:
         self.want_direct = direct
         self.verify_s = 0.0
         """Time spent verifying, inside ``read_verify`` (so inside the caller's read phase)."""
+        self.read_latency = LatencyHistogram()
+        """Each transfer's read latency (``read_into``, to the verification's start)."""
         self.opened: ReadFile[Any] | None = None
 
     @property
@@ -121,6 +125,12 @@ class RangeReader:
             progress(phase="read", path=self.shard.path)
         position, end = offset, offset + length
         align = DIRECT_ALIGN_BYTES
+        clock_ns = time.perf_counter_ns
+        # Two clock reads per transfer (after the read, after the verification) into one list
+        # allocated here; the read latencies and the verification time come out after the loop.
+        marks_ns = [0] * (2 * (length // self.step + 2) + 1)
+        marks_ns[0] = clock_ns()
+        mark = 1
         while position < end:
             take = min(self.step - position % self.step, end - position)
             if opened.direct and (position % align or take % align):
@@ -139,13 +149,18 @@ class RangeReader:
                     f"{self.shard.path}: file ends at offset {position + len(data)}, "
                     f"rank {self.shard.global_rank} wrote {self.shard.bytes} bytes"
                 )
+            marks_ns[mark] = clock_ns()
             if verify:
-                verify_start = time.monotonic()
                 self.stamper.verify(data, position, self.shard.path)
-                self.verify_s += time.monotonic() - verify_start
+            marks_ns[mark + 1] = clock_ns()
+            mark += 2
             position += take
             if progress is not None:
                 progress(bytes=self.base_bytes + position - offset)
+        steps = np.diff(np.asarray(marks_ns[:mark], dtype=np.int64))
+        self.read_latency.add_ns(steps[0::2])
+        if verify:
+            self.verify_s += int(steps[1::2].sum()) / 1e9
         return length
 
     def close(self) -> None:
@@ -225,6 +240,7 @@ def read_shard_task(
             "verified": "in the read" if verify else "after the read",
             "peak_rss_bytes": peak_rss_bytes(),
         },
+        histograms={"read": reader.read_latency},
     )
 
 
@@ -275,7 +291,14 @@ def verify_after_read(
     """Verify every byte of ``shards`` (one per local rank) once the timed read is over."""
     labels = [f"rank {i} verifying {s.path}" for i, s in enumerate(shards)]
     kwargs = [{"shard": s} for s in shards]
-    results = run_ranks(pool, verify_file_task, kwargs, timeout_s, labels, shared={"fs": fs})
+    expect = Expected(
+        "readback verification (untimed)",
+        rank_bytes=tuple(s.bytes for s in shards),
+        rank_files=(1,) * len(shards),
+    )
+    results = run_ranks(
+        pool, verify_file_task, kwargs, timeout_s, labels, shared={"fs": fs}, expect=expect
+    )
     fraction = _weighted([(r.bytes, r.extra["resident_fraction"]) for r in results])
     seconds = max(r.extra["verify_s"] for r in results)
     return Verification("after the read", sum(r.bytes for r in results), seconds, fraction)
@@ -395,7 +418,14 @@ def run_readback(
     backend = fs_spec.open()
     after = backend.has_page_cache and not direct  # see the module docstring
     shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
-    results = run_ranks(pool, read_shard_task, kwargs, timeout_s, labels, shared=shared)
+    expect = Expected(
+        "readback",
+        rank_bytes=tuple(shards[j].bytes for j in order),
+        rank_files=(1,) * len(order),
+    )
+    results = run_ranks(
+        pool, read_shard_task, kwargs, timeout_s, labels, shared=shared, expect=expect
+    )
     burst = BurstResult("read", tuple(records_from_results(results)))
     read = summarize(burst, backend.memory_backed(shards[0].path))
     if after:

@@ -77,9 +77,7 @@ def test_each_rank_reads_a_shard_another_rank_wrote(
     assert result.to_json()["verification"]["when"] == "after the read"
 
 
-def test_a_direct_read_verifies_in_the_read_loop(
-    pool: RankPool, shards: list[ShardFile]
-) -> None:
+def test_a_direct_read_verifies_in_the_read_loop(pool: RankPool, shards: list[ShardFile]) -> None:
     result = run_readback(pool, FS, shards, timeout_s=60, direct=True)
     assert result.verification is not None and result.verification.when == "in the read"
     for record in result.burst.ranks:
