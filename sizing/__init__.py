@@ -4,6 +4,7 @@ No I/O beyond reading the profile file, and no pytest, fsspec or numpy imports.
 """
 
 from ckptgate.sizing.architecture import count_parameters
+from ckptgate.sizing.metadata import dcp_metadata_bytes, dcp_metadata_chunks
 from ckptgate.sizing.profile import (
     SHIPPED_PROFILES,
     dump_profile,
@@ -66,6 +67,8 @@ __all__ = [
     "Sizing",
     "UnitError",
     "count_parameters",
+    "dcp_metadata_bytes",
+    "dcp_metadata_chunks",
     "derive",
     "dump_profile",
     "first_order_waste",
