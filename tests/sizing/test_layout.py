@@ -194,6 +194,15 @@ def test_a_bad_layout_names_the_key_the_value_and_what_is_allowed(override, word
     assert "allowed" in message and "\n" not in message
 
 
+def test_a_bad_list_item_names_its_index_and_the_set_that_gave_it():
+    text = "cluster.layout.layers_per_stage=[2, -1, 3, 4]"
+    with pytest.raises(ProfileError) as info:
+        load_profile("70b", overrides=[text])
+    assert str(info.value).startswith(
+        f"--set {text}: cluster.layout.layers_per_stage[1] = -1: out of range; allowed: a list"
+    ), str(info.value)
+
+
 def test_layers_per_stage_needs_an_architecture():
     with pytest.raises(ProfileError, match=r"layers_per_stage .* given without model.architecture"):
         load_profile(
