@@ -4,6 +4,7 @@ No I/O beyond reading the profile file, and no pytest, fsspec or numpy imports.
 """
 
 from ckptgate.sizing.architecture import count_parameters
+from ckptgate.sizing.metadata import dcp_metadata_bytes
 from ckptgate.sizing.profile import (
     SHIPPED_PROFILES,
     dump_profile,
@@ -35,7 +36,12 @@ from ckptgate.sizing.schema import (
     RetentionSpec,
     RunSpec,
 )
-from ckptgate.sizing.shards import ShardDistribution, played_ranks, shard_distribution
+from ckptgate.sizing.shards import (
+    ShardDistribution,
+    played_ranks,
+    rank_file_bytes,
+    shard_distribution,
+)
 from ckptgate.sizing.units import (
     UnitError,
     format_bytes,
@@ -66,6 +72,7 @@ __all__ = [
     "Sizing",
     "UnitError",
     "count_parameters",
+    "dcp_metadata_bytes",
     "derive",
     "dump_profile",
     "first_order_waste",
@@ -82,6 +89,7 @@ __all__ = [
     "played_ranks",
     "profile_from_dict",
     "profile_to_dict",
+    "rank_file_bytes",
     "shard_distribution",
     "sweep",
     "young_interval_s",

@@ -1,10 +1,11 @@
 """Restart readback that the client cache cannot serve (checklist item 7; IOR -F -C).
 
 After a failure every rank loads its state at once and the job idles until the slowest rank
-has it. Each local rank here reads a shard that another rank wrote: local rank ``i`` reads the
-shard of local rank ``(i + shift) mod n``, IOR's ``-C`` ("reorder tasks") that shifts readers
-so no task reads what it wrote itself. On one node ``shift=1``; the MPI layer passes the
-node's rank count, so each node reads another node's files.
+has it. Each local rank here reads a shard that another rank wrote (all of that rank's files,
+one after another): local rank ``i`` reads the files of local rank ``(i + shift) mod n``,
+IOR's ``-C`` ("reorder tasks") that shifts readers so no task reads what it wrote itself. On
+one node ``shift=1``; the MPI layer passes the node's rank count, so each node reads another
+node's files.
 
 Before the common start every rank drops its file's pages (the backend's ``drop_pages``: on
 POSIX fsync, then fadvise DONTNEED) and measures the file's residency; a read whose data was
@@ -48,7 +49,8 @@ from ckptgate.storage.backend import (
     ReadFile,
     aligned_buffer,
 )
-from ckptgate.workloads.write_burst import ShardFile, peak_rss_bytes
+from ckptgate.workloads.fileplan import ShardFile, lanes
+from ckptgate.workloads.write_burst import lane_label, peak_rss_bytes
 
 CACHE_SERVED_FRACTION = 0.01
 """A file counts as cache-served when more than this fraction of its pages was resident before
@@ -126,7 +128,9 @@ class RangeReader:
                     f"rank {self.shard.global_rank} wrote {self.shard.bytes} bytes"
                 )
             verify_start = time.monotonic()
-            self.stamper.verify(data, position, self.shard.path)
+            self.stamper.verify(
+                data, position, self.shard.path, stamp_offset=self.shard.stamp_offset
+            )
             self.verify_s += time.monotonic() - verify_start
             position += take
             if progress is not None:
@@ -169,43 +173,64 @@ def read_shard_task(
     ctx: RankContext,
     *,
     fs: BackendSpec,
-    shard: ShardFile,
+    files: Sequence[ShardFile],
     written_by: int,
     direct: bool = False,
     drop_cache: bool = True,
 ) -> RankResult:
-    """Rank task: read and verify another rank's whole shard from the common start.
+    """Rank task: read and verify another rank's whole lane of files from the common start.
 
-    The drop and the residency measurement happen before the barrier, so they cost no read
+    The drops and the residency measurements happen before the barrier, so they cost no read
     time and nothing can bring the pages back between them and the read but the read itself.
+    Phases repeat per file (open, read, close); the record sums them and ``extra["files"]``
+    holds each file's path, bytes and page-cache figures.
     """
     backend = fs.open()
-    reader = RangeReader(backend, shard, direct, ctx)
-    cache = prepare_file(backend, shard.path, drop_cache, ctx)
+    readers = [RangeReader(backend, shard, direct, ctx) for shard in files]
+    reports = [
+        {"path": f.path, "bytes": f.bytes, **prepare_file(backend, f.path, drop_cache, ctx)}
+        for f in files
+    ]
     phases = PhaseMarks.start(ctx)
-    reader.open()
-    phases.mark("open")
-    try:
-        read = reader.read_verify(0, shard.bytes)
-        phases.mark("read")
-        direct_used, refused = reader.direct, reader.direct_refused
-    finally:
-        reader.close()
-    phases.mark("close")
-    ctx.progress(files=1, phase="done")
+    read = 0
+    for done, (reader, report) in enumerate(zip(readers, reports, strict=True)):
+        reader.base_bytes = read
+        ctx.progress(files=done)
+        reader.open()
+        phases.mark("open")
+        try:
+            read += reader.read_verify(0, reader.shard.bytes)
+            phases.mark("read")
+            report.update(direct=reader.direct, direct_refused=reader.direct_refused)
+        finally:
+            reader.close()
+        phases.mark("close")
+    ctx.progress(files=len(files), phase="done")
     return phases.result(
-        shard.global_rank,
+        files[0].global_rank,
         read,
         extra={
-            "path": shard.path,
+            "path": files[0].path,
             "written_by_local_rank": written_by,
-            **cache,
-            "direct": direct_used,
-            "direct_refused": refused,
-            "verify_s": reader.verify_s,
+            **_lane_cache(reports),
+            "files": reports,
+            "verify_s": sum(reader.verify_s for reader in readers),
             "peak_rss_bytes": peak_rss_bytes(),
         },
     )
+
+
+def _lane_cache(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A lane's page-cache and O_DIRECT figures over its files (bytes-weighted residency)."""
+    return {
+        "resident_before_drop": _weighted(
+            [(r["bytes"], r["resident_before_drop"]) for r in reports]
+        ),
+        "resident_fraction": _weighted([(r["bytes"], r["resident_fraction"]) for r in reports]),
+        "dropped": all(r["dropped"] for r in reports),
+        "direct": all(r["direct"] for r in reports),
+        "direct_refused": next((r["direct_refused"] for r in reports if r["direct_refused"]), None),
+    }
 
 
 @dataclass(frozen=True)
@@ -252,8 +277,8 @@ def _weighted(records: Sequence[tuple[int, float | None]]) -> float | None:
 
 
 def file_records(burst: BurstResult) -> list[dict[str, Any]]:
-    """One ``{path, bytes, resident_*, direct*}`` per file read: a readback rank's own record,
-    or each of the files a resharded rank's ranges touched (``extra["files"]``)."""
+    """One ``{path, bytes, resident_*, direct*}`` per file read: each file of a readback
+    rank's lane, or each of the files a resharded rank's ranges touched (``extra["files"]``)."""
     files: list[dict[str, Any]] = []
     for record in burst.ranks:
         if "files" in record.extra:
@@ -302,20 +327,19 @@ def run_readback(
     direct: bool = False,
     drop_cache: bool = True,
 ) -> ReadResult:
-    """Read back ``shards`` (one per local rank, as written), each by another rank.
+    """Read back ``shards`` (as written: ``lanes`` groups them per rank), each lane by another
+    local rank.
 
-    Local rank ``i`` reads ``shards[(i + shift) % len(shards)]`` (IOR -C). Records are by
-    reader, with ``global_rank`` the rank whose state is restored and ``extra`` holding the
-    path, the writer's local rank and the page-cache figures.
+    Local rank ``i`` reads lane ``(i + shift) % lanes`` (IOR -C). Records are by reader, with
+    ``global_rank`` the (first) rank whose state is restored and ``extra`` holding the
+    writer's local rank and each file's path and page-cache figures.
     """
     if not shards:
         raise ValueError("readback needs at least one shard")
-    order = readback_assignment(len(shards), shift)
-    kwargs = [{"shard": shards[j], "written_by": j} for j in order]
-    labels = [
-        f"rank {i} reading global rank {shards[j].global_rank} ({shards[j].path})"
-        for i, j in enumerate(order)
-    ]
+    groups = lanes(shards, pool.ranks)
+    order = readback_assignment(len(groups), shift)
+    kwargs = [{"files": groups[j], "written_by": j} for j in order]
+    labels = [f"rank {i} reading {lane_label(groups[j])}" for i, j in enumerate(order)]
     shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache}
     results = run_ranks(pool, read_shard_task, kwargs, timeout_s, labels, shared=shared)
     burst = BurstResult("read", tuple(records_from_results(results)))
