@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from ckptgate.engine.pool import RankPool
-from ckptgate.engine.records import RankResult, records_from_results, run_ranks
+from ckptgate.engine.records import (
+    BurstResult,
+    RankRecord,
+    RankResult,
+    records_from_results,
+    run_ranks,
+)
 from tests.engine import rank_tasks
 
 
@@ -78,3 +84,18 @@ def test_run_ranks_gives_typed_results_with_shared_arguments(pool: RankPool) -> 
 def test_run_ranks_refuses_a_task_that_returns_a_dict(pool: RankPool) -> None:
     with pytest.raises(TypeError, match="report_start returned dict, not a RankResult"):
         run_ranks(pool, rank_tasks.report_start, [{}], timeout_s=30)  # type: ignore[arg-type]
+
+
+def test_a_saves_span_ends_with_the_coordinators_commit_but_the_slowest_rank_is_a_rank() -> None:
+    """The coordinator's .metadata ends a save by construction: the span counts it, while
+    ``slowest`` names the rank that finished last and ``commit`` the coordinator's write."""
+    ranks = [
+        RankRecord(0, 0, "h", 10, 0.0, 2.0, {"write": 2.0}),
+        RankRecord(1, 1, "h", 10, 0.0, 3.0, {"write": 3.0}),
+        RankRecord(0, 2, "h", 1, 3.0, 3.5, {"write": 0.5}, extra={"coordinator": True}),
+    ]
+    burst = BurstResult("write", tuple(ranks))
+    assert burst.span_s == 3.5
+    assert burst.slowest is ranks[1]
+    assert burst.commit is ranks[2]
+    assert BurstResult("write", tuple(ranks[:2])).commit is None
