@@ -26,6 +26,7 @@ from ckptgate.cluster.nodes import run_everywhere
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_count, format_seconds
 from ckptgate.storage.manifest import FileStamp
+from ckptgate.workloads.fileplan import FilePlan
 from ckptgate.workloads.metadata_storm import (
     METADATA_NAME,
     WRITE_BYTES,
@@ -33,6 +34,7 @@ from ckptgate.workloads.metadata_storm import (
     StormResult,
     combine_phases,
     metadata_paths,
+    planned_storm_files,
     run_commit,
     run_delete_storm,
     run_metadata_storm,
@@ -41,6 +43,7 @@ from ckptgate.workloads.metadata_storm import (
     storm_files,
     verify_storm,
 )
+from ckptgate.workloads.replay import scan_checkpoint
 
 ROUNDS = 2
 """Checkpoints made: the newer is listed and stat'ed, the older removed by the delete storm."""
@@ -66,12 +69,18 @@ class MetadataRun:
         return max(self.rounds, key=lambda r: r.span_s)
 
     def whole(self) -> bool:
-        """The storm made exactly the files, and the commit left ``.metadata`` and no temp."""
-        names = {path.rsplit("/", 1)[-1] for path in self.rounds[-1].files}
+        """The storm made exactly the files, and the commit left ``.metadata`` and no temp.
+
+        The listing is the checkpoint directory's own entries: a replayed tree's files in
+        subdirectories show as those directories (whose sizes are not checked)."""
+        newest = self.rounds[-1]
+        relative = [path[len(newest.directory) + 1 :] for path in newest.files]
+        names = {path.split("/", 1)[0] for path in relative}
+        files = {path for path in relative if "/" not in path} | {METADATA_NAME}
         return (
             set(self.listed_names) == names | {METADATA_NAME}
             and set(self.stat_sizes) == names | {METADATA_NAME}
-            and all(size > 0 for size in self.stat_sizes.values())
+            and all(self.stat_sizes[name] > 0 for name in files)
         )
 
     def section(self) -> dict[str, Any]:
@@ -100,11 +109,18 @@ class MetadataRun:
         }
 
 
-def _storm_round(ctx: CheckContext, step: int, files: int) -> StormResult:
+def _storm_round(
+    ctx: CheckContext, step: int, files: int, replay: FilePlan | None = None
+) -> StormResult:
     profile, nodes, target, pool = ctx.profile, ctx.nodes, ctx.target, ctx.pool
     timeout_s = ctx.save_timeout_s
     directory = target.new_dir("metadata", f"step-{step}")
-    planned = storm_files(directory, files, profile.checkpoint.files_per_rank)
+    if replay is None:
+        planned = storm_files(directory, files, profile.checkpoint.files_per_rank)
+    else:  # the replayed tree's own files, in its own subdirectories
+        for sub in replay.subdirectories():
+            target.new_dir("metadata", f"step-{step}", *sub)
+        planned = planned_storm_files(directory, replay)
     shares = split(planned, nodes.count)
     mine = shares[nodes.index] if nodes.index < len(shares) else []
     # Each storm file is one stamped block at its (rank, index) offset: the manifest can
@@ -165,10 +181,16 @@ def run_metadata(ctx: CheckContext) -> MetadataRun:
     """The storms (two checkpoints), the restore listing of the newer, the delete storm of the
     older; their files are the run's (registered; the session's cleanup removes what stays)."""
     profile, nodes, target, pool = ctx.profile, ctx.nodes, ctx.target, ctx.pool
-    files = profile.run.metadata_files or profile.cluster.gpus * profile.checkpoint.files_per_rank
+    replay = scan_checkpoint(profile.checkpoint.replay) if profile.checkpoint.replay else None
+    if replay is not None:  # every file of the replayed tree, whatever run.metadata_files says
+        files = len(replay.files)
+    else:
+        files = profile.run.metadata_files or profile.cluster.gpus * (
+            profile.checkpoint.files_per_rank
+        )
     timeout_s = ctx.save_timeout_s
     target.new_dir("metadata")
-    rounds = [_storm_round(ctx, step, files) for step in range(1, ROUNDS + 1)]
+    rounds = [_storm_round(ctx, step, files, replay) for step in range(1, ROUNDS + 1)]
     newer, older = rounds[-1], rounds[0]
     listings = run_everywhere(
         nodes,
