@@ -4,7 +4,7 @@ No I/O beyond reading the profile file, and no pytest, fsspec or numpy imports.
 """
 
 from ckptgate.sizing.architecture import count_parameters
-from ckptgate.sizing.metadata import dcp_metadata_bytes
+from ckptgate.sizing.metadata import dcp_metadata_bytes, dcp_metadata_chunks
 from ckptgate.sizing.profile import (
     SHIPPED_PROFILES,
     dump_profile,
@@ -73,6 +73,7 @@ __all__ = [
     "UnitError",
     "count_parameters",
     "dcp_metadata_bytes",
+    "dcp_metadata_chunks",
     "derive",
     "dump_profile",
     "first_order_waste",

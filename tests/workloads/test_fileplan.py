@@ -9,8 +9,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ckptgate.engine.datagen import step_bytes
-from ckptgate.sizing import load_profile, rank_file_bytes
-from ckptgate.sizing.metadata import DCP_METADATA_BYTES_PER_CHUNK, dcp_metadata_bytes
+from ckptgate.sizing import rank_file_bytes
 from ckptgate.workloads.fileplan import FilePlan, PlannedFile, dcp_plan, lanes, shard_files
 
 TRANSFER_BYTES = 64 * 1024
@@ -44,14 +43,6 @@ def test_the_dcp_plan_names_each_ranks_files_as_dcp_does() -> None:
     assert plan.metadata_name == ".metadata" and plan.metadata_bytes == 99
     assert plan.file_count == 5 and plan.total_bytes == 17 + 99
     assert plan.coordinator_rank == 8  # one past the last rank: its stamps are its own
-
-
-def test_every_shipped_profile_keeps_one_file_per_rank_and_a_sized_metadata() -> None:
-    for name in ("tmpfs", "7b", "70b", "405b"):
-        profile = load_profile(name)
-        assert profile.checkpoint.files_per_rank == 1
-        chunks = profile.cluster.gpus * profile.checkpoint.files_per_rank
-        assert dcp_metadata_bytes(profile) == DCP_METADATA_BYTES_PER_CHUNK * chunks
 
 
 def test_a_ranks_later_files_continue_its_stamps_on_the_grid() -> None:
