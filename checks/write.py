@@ -351,16 +351,19 @@ class WriteCampaign:
 def file_plan(ctx: CheckContext) -> FilePlan:
     """This node's files per checkpoint: the replayed tree's share (``checkpoint.replay``), or
     the played ranks' shards split by DCP's rule with the coordinator's ``.metadata``
-    (``ckptgate.sizing.dcp_metadata_bytes``)."""
+    (``ckptgate.sizing.dcp_metadata_bytes``, capped by ``run.shard_bytes_cap`` in a trial)."""
     profile, plan, nodes = ctx.profile, ctx.plan, ctx.nodes
     if profile.checkpoint.replay:
         return node_share(scan_checkpoint(profile.checkpoint.replay), nodes.index, nodes.count)
+    metadata_bytes = dcp_metadata_bytes(profile)
+    cap = profile.run.shard_bytes_cap
     return dcp_plan(
         plan.global_ranks,
         plan.shard_bytes,
         profile.checkpoint.files_per_rank,
         ranks=profile.cluster.gpus,
-        metadata_bytes=dcp_metadata_bytes(profile),
+        # a trial's cap holds for the coordinator's file too (405b's is 767 MB)
+        metadata_bytes=min(metadata_bytes, cap) if cap else metadata_bytes,
     )
 
 
