@@ -517,18 +517,17 @@ def replayed_bytes(campaign: WriteCampaign) -> Item:
     ctx = campaign.ctx
     counts = campaign.replay_counts()
     assert counts is not None  # a replay
-    source = scan_checkpoint(ctx.profile.checkpoint.replay or "")
-    written, on_target = counts["target_files"], counts["target_bytes"]
     return Item(
         id="checkpoint-bytes",
-        required=source.total_bytes,
-        measured=on_target,
-        cluster_required=source.total_bytes,
+        required=counts["bytes"],
+        measured=counts["target_bytes"],
+        cluster_required=counts["bytes"],
         unit="B",
         passed=counts["reproduced"],
-        detail=f"{ctx.profile.name}: {source.rule}; source {format_count(source.file_count)} "
-        f"files, {format_bytes(source.total_bytes)} ({source.total_bytes} B); the target holds "
-        f"{format_count(written)} files, {on_target} B; {ctx.plan.scale()}",
+        detail=f"{ctx.profile.name}: {counts['rule']}; source {format_count(counts['files'])} "
+        f"files, {format_bytes(counts['bytes'])} ({counts['bytes']} B); the target holds "
+        f"{format_count(counts['target_files'])} files, {counts['target_bytes']} B; "
+        f"{ctx.plan.scale()}",
         better="equal",
         scope="the replayed checkpoint's own files, as its job writes them",
     )
