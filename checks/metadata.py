@@ -4,7 +4,10 @@ listing, and the retention delete storm.
 A checkpoint is ``gpus x files_per_rank`` files in one directory plus the global ``.metadata``
 (PyTorch DCP). At full count by default, every global rank's files are made by this node's
 rank processes (``run.metadata_files`` sets fewer): create, a 4 KiB stamped write, fsync and
-close of each, then ``.metadata`` written and committed by a rename. Two checkpoints are
+close of each, then ``.metadata`` written by one coordinator and committed by a rename. The
+``.metadata`` is as large as PyTorch DCP's for the profile (``dcp_metadata_bytes``: tensors
+and chunks of the layout at the bytes measured on real saves), whatever the storm's file count,
+since one coordinator writes all of it on the save's critical path. Two checkpoints are
 made, as step after step; the restore's listing and stat pass reads the newer, and the
 retention delete storm removes the older while the newer stays.
 
@@ -24,7 +27,7 @@ from typing import Any
 from ckptgate.checks.context import CheckContext
 from ckptgate.cluster.nodes import run_everywhere
 from ckptgate.report.items import Item, judge
-from ckptgate.sizing import format_count, format_seconds
+from ckptgate.sizing import format_bytes, format_count, format_seconds
 from ckptgate.storage.manifest import FileStamp
 from ckptgate.workloads.fileplan import FilePlan
 from ckptgate.workloads.metadata_storm import (
@@ -63,13 +66,17 @@ class MetadataRun:
     stat: Phase
     delete: Phase
     deleted: list[str]
+    metadata_bytes: int
+    """The committed ``.metadata``'s size: DCP's for the profile, or the replayed tree's."""
 
     def worst(self) -> StormResult:
         """The slowest round: every checkpoint must commit within its window."""
         return max(self.rounds, key=lambda r: r.span_s)
 
     def whole(self) -> bool:
-        """The storm made exactly the files, and the commit left ``.metadata`` and no temp.
+        """The storm made exactly the files, and the commit left ``.metadata`` (at least DCP's
+        size for the profile, or the replayed tree's: the listing is longer only for a tiny
+        model) and no temp.
 
         The listing is the checkpoint directory's own entries: a replayed tree's files in
         subdirectories show as those directories (whose sizes are not checked)."""
@@ -81,6 +88,7 @@ class MetadataRun:
             set(self.listed_names) == names | {METADATA_NAME}
             and set(self.stat_sizes) == names | {METADATA_NAME}
             and all(self.stat_sizes[name] > 0 for name in files)
+            and self.stat_sizes[METADATA_NAME] >= self.metadata_bytes
         )
 
     def section(self) -> dict[str, Any]:
@@ -90,6 +98,7 @@ class MetadataRun:
         return {
             "files": self.files,
             "files_per_checkpoint": self.ctx.sizing.files_per_checkpoint,
+            "metadata_bytes": self.metadata_bytes,
             "rounds": [r.to_json() for r in self.rounds],
             "statistic": "slowest round (every checkpoint must commit within its window)",
             "create_rate_per_s": worst.create.rate_per_s,
@@ -148,7 +157,11 @@ def _storm_round(
         nodes,
         timeout_s,
         f"the commit of storm {step}",
-        lambda: _commit(ctx, directory, planned) if nodes.index == 0 else None,
+        lambda: (
+            _commit(ctx, directory, planned, _metadata_bytes(ctx, replay))
+            if nodes.index == 0
+            else None
+        ),
     )[0]
     # Untimed: every byte the storm wrote is read back and checked once (this node's files).
     run_everywhere(
@@ -171,10 +184,25 @@ def _storm_round(
     )
 
 
-def _commit(ctx: CheckContext, directory: str, planned: list) -> Phase:
+def _metadata_bytes(ctx: CheckContext, replay: FilePlan | None) -> int:
+    """The storm's ``.metadata``: the replayed tree's metadata file's size, else DCP's for the
+    profile (``dcp_metadata_bytes``)."""
+    return replay.metadata_bytes if replay is not None else ctx.sizing.dcp_metadata_bytes
+
+
+def _commit(ctx: CheckContext, directory: str, planned: list, metadata_bytes: int) -> Phase:
     """The coordinator's commit: node 0 alone, so its ranks start without the nodes' gate."""
     with ctx.pool.alone():
-        return run_commit(ctx.pool, ctx.target.fs_spec, directory, planned, ctx.save_timeout_s)
+        return run_commit(
+            ctx.pool,
+            ctx.target.fs_spec,
+            directory,
+            planned,
+            ctx.save_timeout_s,
+            metadata_bytes=metadata_bytes,
+            run_id=ctx.run_id,
+            transfer_bytes=ctx.profile.run.transfer_bytes,
+        )
 
 
 def run_metadata(ctx: CheckContext) -> MetadataRun:
@@ -227,6 +255,7 @@ def run_metadata(ctx: CheckContext) -> MetadataRun:
         stat=combine_phases([listing.stat for listing in listings]),
         delete=combine_phases(deletes),
         deleted=older_paths,
+        metadata_bytes=_metadata_bytes(ctx, replay),
     )
 
 
@@ -286,7 +315,8 @@ def create_rate(run: MetadataRun) -> Item:
             f"{profile.name}: {required.formula}; the storm must fit the {window}; "
             f"slowest of {len(run.rounds)} rounds: {format_count(worst.committed_files)} "
             f"files committed in {format_seconds(worst.span_s)} (creates "
-            f"{format_seconds(worst.create.span_s)}, commit "
+            f"{format_seconds(worst.create.span_s)}, commit of a "
+            f"{format_bytes(run.metadata_bytes)} .metadata "
             f"{format_seconds(worst.commit.span_s if worst.commit else 0.0)}), a full "
             f"checkpoint in {format_seconds(projected_s)}; "
             f"{_percentiles(worst.create, ('create', 'fsync', 'close'))}; {_scale(run)}"
@@ -295,7 +325,10 @@ def create_rate(run: MetadataRun) -> Item:
     )
     if not run.whole():
         item.passed = False
-        item.detail += "; the listing after the commit did not show exactly the storm's files"
+        item.detail += (
+            "; the listing after the commit did not show exactly the storm's files and a "
+            f".metadata of at least {format_bytes(run.metadata_bytes)}"
+        )
     return item
 
 

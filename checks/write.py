@@ -104,6 +104,13 @@ class WriteCampaign:
         return sum(shard.bytes for shard in self.latest_all)
 
     @property
+    def saved_bytes(self) -> int:
+        """What one save of the played nodes writes: their shards and the coordinator's
+        ``.metadata`` (on node 0, which judges)."""
+        metadata = self.latest_metadata.bytes if self.latest_metadata is not None else 0
+        return self.played_bytes + metadata
+
+    @property
     def latest_all(self) -> list[ShardFile]:
         """Every node's files of the last round (on node 0; this node's elsewhere)."""
         if not self.latest_everywhere:
@@ -401,13 +408,14 @@ def persist_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words:
     """Checklist 5: the played bytes persist within interval / headroom.
 
     Every node of the cluster persists at once, so the played nodes must move their own
-    bytes in the same window: required = played bytes x headroom / interval (SPEC.md's
-    async_persist_planned_bytes_per_s at this scale). Between the no-headroom minimum and
+    bytes in the same window: required = played bytes and the coordinator's .metadata x
+    headroom / interval (SPEC.md's async_persist_planned_bytes_per_s, save_bytes / T x
+    headroom, at this scale). Between the no-headroom minimum and
     the planned rate the item fails and says so.
     """
     ctx = campaign.ctx
     checkpoint = ctx.profile.checkpoint
-    played = campaign.played_bytes
+    played = campaign.saved_bytes
     minimum = played / checkpoint.interval_s
     planned = ctx.sizing.requirements["async_persist_planned_bytes_per_s"]
     item = judge(

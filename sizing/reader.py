@@ -58,7 +58,7 @@ class Context:
             text
             for key, text in self.overrides.items()
             for path in paths
-            if key == path or key.startswith(path + ".") or path.startswith(key + ".")
+            if key == path or key.startswith(path + ".") or path.startswith((key + ".", key + "["))
         ]
         if hits:
             return ", ".join(f"--set {text}" for text in dict.fromkeys(hits))

@@ -194,8 +194,45 @@ def test_a_bad_layout_names_the_key_the_value_and_what_is_allowed(override, word
     assert "allowed" in message and "\n" not in message
 
 
+def test_a_bad_list_item_names_its_index_and_the_set_that_gave_it():
+    text = "cluster.layout.layers_per_stage=[2, -1, 3, 4]"
+    with pytest.raises(ProfileError) as info:
+        load_profile("70b", overrides=[text])
+    assert str(info.value).startswith(
+        f"--set {text}: cluster.layout.layers_per_stage[1] = -1: out of range; allowed: a list"
+    ), str(info.value)
+
+
 def test_layers_per_stage_needs_an_architecture():
     with pytest.raises(ProfileError, match=r"layers_per_stage .* given without model.architecture"):
         load_profile(
             "405b", overrides=["model.architecture=", "cluster.layout.layers_per_stage=[1]"]
         )
+
+
+def test_the_sizing_table_shows_quantiles_a_histogram_and_the_largest_node():
+    from ckptgate.sizing import derive
+    from ckptgate.sizing.table import render
+
+    profile = SHIPPED["405b-meta"]
+    text = render(profile, derive(profile))
+    assert "shard quantiles (nearest rank): p0 1.00 MB, p1 1.00 MB" in text
+    assert "p100 4.28 GB" in text
+    assert "largest node 34.2 GB (node 1920)" in text
+    bars = [line for line in text.splitlines() if " | " in line and line.startswith("  ")]
+    assert bars[0].startswith("  1.00 MB - ") and bars[0].endswith(" 8,192")
+    assert bars[-1].endswith(" 4.28 GB | #" + " " * 39 + " 16")
+    assert "(5.67 TB checkpoint + 16.4 GB extra state)" in text
+
+
+def test_equal_shards_make_one_histogram_bin():
+    dist = shard_distribution(load_profile("7b", ["cluster.parallelism.dp=64"]))
+    assert dist.largest_bytes == dist.smallest_bytes
+    assert dist.histogram() == ((dist.smallest_bytes,) * 2, (64,))
+
+
+def test_shards_that_print_alike_share_one_histogram_line():
+    # tmpfs: 4 shards within 2 kB of 56.0 MB: 8 bins of 245 B, all printed as 56.0 MB.
+    dist = shard_distribution(load_profile("tmpfs"))
+    assert len(dist.histogram()[1]) == 8 and not dist.histogram_log_spaced
+    assert dist.histogram_lines() == ["56.0 MB - 56.0 MB | " + "#" * 40 + " 4"]
