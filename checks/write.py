@@ -369,7 +369,7 @@ def file_plan(ctx: CheckContext) -> FilePlan:
         plan.shard_bytes,
         profile.checkpoint.files_per_rank,
         ranks=profile.cluster.gpus,
-        # a trial's cap holds for the coordinator's file too (405b's is 767 MB)
+        # a trial's cap holds for the coordinator's file too (405b's is 642 MB)
         metadata_bytes=min(metadata_bytes, cap) if cap else metadata_bytes,
     )
 
