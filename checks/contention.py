@@ -118,7 +118,7 @@ def run_contention(campaign: WriteCampaign, readers: RankPool) -> Iterator[Conte
     target.new_dir("contention")
     data_dir = target.new_dir("contention", f"dataset-{nodes.index}")
     files = dataset_files(data_dir, profile.run.reader_bytes, readers.ranks, ctx.run_id, READ_BYTES)
-    shards = campaign.shards_in(target.new_dir("contention", f"step-{nodes.index}"))
+    shards = campaign.shards_in(campaign.new_checkpoint_dir("contention", f"step-{nodes.index}"))
     made = [f.path for f in files] + [s.path for s in shards]
     target.register_shards([*files, *shards])
     timeout_s = campaign.timeout_s

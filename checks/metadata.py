@@ -29,6 +29,7 @@ from ckptgate.cluster.nodes import run_everywhere
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_bytes, format_count, format_seconds
 from ckptgate.storage.manifest import FileStamp
+from ckptgate.workloads.fileplan import FilePlan
 from ckptgate.workloads.metadata_storm import (
     METADATA_NAME,
     WRITE_BYTES,
@@ -36,6 +37,7 @@ from ckptgate.workloads.metadata_storm import (
     StormResult,
     combine_phases,
     metadata_paths,
+    planned_storm_files,
     run_commit,
     run_delete_storm,
     run_metadata_storm,
@@ -44,6 +46,7 @@ from ckptgate.workloads.metadata_storm import (
     storm_files,
     verify_storm,
 )
+from ckptgate.workloads.replay import scan_checkpoint
 
 ROUNDS = 2
 """Checkpoints made: the newer is listed and stat'ed, the older removed by the delete storm."""
@@ -63,6 +66,8 @@ class MetadataRun:
     stat: Phase
     delete: Phase
     deleted: list[str]
+    metadata_bytes: int
+    """The committed ``.metadata``'s size: DCP's for the profile, or the replayed tree's."""
 
     def worst(self) -> StormResult:
         """The slowest round: every checkpoint must commit within its window."""
@@ -70,13 +75,20 @@ class MetadataRun:
 
     def whole(self) -> bool:
         """The storm made exactly the files, and the commit left ``.metadata`` (at least DCP's
-        size for the profile: the listing is longer only for a tiny model) and no temp."""
-        names = {path.rsplit("/", 1)[-1] for path in self.rounds[-1].files}
+        size for the profile, or the replayed tree's: the listing is longer only for a tiny
+        model) and no temp.
+
+        The listing is the checkpoint directory's own entries: a replayed tree's files in
+        subdirectories show as those directories (whose sizes are not checked)."""
+        newest = self.rounds[-1]
+        relative = [path[len(newest.directory) + 1 :] for path in newest.files]
+        names = {path.split("/", 1)[0] for path in relative}
+        files = {path for path in relative if "/" not in path} | {METADATA_NAME}
         return (
             set(self.listed_names) == names | {METADATA_NAME}
             and set(self.stat_sizes) == names | {METADATA_NAME}
-            and all(size > 0 for size in self.stat_sizes.values())
-            and self.stat_sizes[METADATA_NAME] >= self.ctx.sizing.dcp_metadata_bytes
+            and all(self.stat_sizes[name] > 0 for name in files)
+            and self.stat_sizes[METADATA_NAME] >= self.metadata_bytes
         )
 
     def section(self) -> dict[str, Any]:
@@ -86,7 +98,7 @@ class MetadataRun:
         return {
             "files": self.files,
             "files_per_checkpoint": self.ctx.sizing.files_per_checkpoint,
-            "metadata_bytes": self.ctx.sizing.dcp_metadata_bytes,
+            "metadata_bytes": self.metadata_bytes,
             "rounds": [r.to_json() for r in self.rounds],
             "statistic": "slowest round (every checkpoint must commit within its window)",
             "create_rate_per_s": worst.create.rate_per_s,
@@ -106,11 +118,18 @@ class MetadataRun:
         }
 
 
-def _storm_round(ctx: CheckContext, step: int, files: int) -> StormResult:
+def _storm_round(
+    ctx: CheckContext, step: int, files: int, replay: FilePlan | None = None
+) -> StormResult:
     profile, nodes, target, pool = ctx.profile, ctx.nodes, ctx.target, ctx.pool
     timeout_s = ctx.save_timeout_s
     directory = target.new_dir("metadata", f"step-{step}")
-    planned = storm_files(directory, files, profile.checkpoint.files_per_rank)
+    if replay is None:
+        planned = storm_files(directory, files, profile.checkpoint.files_per_rank)
+    else:  # the replayed tree's own files, in its own subdirectories
+        for sub in replay.subdirectories():
+            target.new_dir("metadata", f"step-{step}", *sub)
+        planned = planned_storm_files(directory, replay)
     shares = split(planned, nodes.count)
     mine = shares[nodes.index] if nodes.index < len(shares) else []
     # Each storm file is one stamped block at its (rank, index) offset: the manifest can
@@ -138,7 +157,11 @@ def _storm_round(ctx: CheckContext, step: int, files: int) -> StormResult:
         nodes,
         timeout_s,
         f"the commit of storm {step}",
-        lambda: _commit(ctx, directory, planned) if nodes.index == 0 else None,
+        lambda: (
+            _commit(ctx, directory, planned, _metadata_bytes(ctx, replay))
+            if nodes.index == 0
+            else None
+        ),
     )[0]
     # Untimed: every byte the storm wrote is read back and checked once (this node's files).
     run_everywhere(
@@ -161,7 +184,13 @@ def _storm_round(ctx: CheckContext, step: int, files: int) -> StormResult:
     )
 
 
-def _commit(ctx: CheckContext, directory: str, planned: list) -> Phase:
+def _metadata_bytes(ctx: CheckContext, replay: FilePlan | None) -> int:
+    """The storm's ``.metadata``: the replayed tree's metadata file's size, else DCP's for the
+    profile (``dcp_metadata_bytes``)."""
+    return replay.metadata_bytes if replay is not None else ctx.sizing.dcp_metadata_bytes
+
+
+def _commit(ctx: CheckContext, directory: str, planned: list, metadata_bytes: int) -> Phase:
     """The coordinator's commit: node 0 alone, so its ranks start without the nodes' gate."""
     with ctx.pool.alone():
         return run_commit(
@@ -170,7 +199,7 @@ def _commit(ctx: CheckContext, directory: str, planned: list) -> Phase:
             directory,
             planned,
             ctx.save_timeout_s,
-            metadata_bytes=ctx.sizing.dcp_metadata_bytes,
+            metadata_bytes=metadata_bytes,
             run_id=ctx.run_id,
             transfer_bytes=ctx.profile.run.transfer_bytes,
         )
@@ -180,10 +209,16 @@ def run_metadata(ctx: CheckContext) -> MetadataRun:
     """The storms (two checkpoints), the restore listing of the newer, the delete storm of the
     older; their files are the run's (registered; the session's cleanup removes what stays)."""
     profile, nodes, target, pool = ctx.profile, ctx.nodes, ctx.target, ctx.pool
-    files = profile.run.metadata_files or profile.cluster.gpus * profile.checkpoint.files_per_rank
+    replay = scan_checkpoint(profile.checkpoint.replay) if profile.checkpoint.replay else None
+    if replay is not None:  # every file of the replayed tree, whatever run.metadata_files says
+        files = len(replay.files)
+    else:
+        files = profile.run.metadata_files or profile.cluster.gpus * (
+            profile.checkpoint.files_per_rank
+        )
     timeout_s = ctx.save_timeout_s
     target.new_dir("metadata")
-    rounds = [_storm_round(ctx, step, files) for step in range(1, ROUNDS + 1)]
+    rounds = [_storm_round(ctx, step, files, replay) for step in range(1, ROUNDS + 1)]
     newer, older = rounds[-1], rounds[0]
     listings = run_everywhere(
         nodes,
@@ -220,6 +255,7 @@ def run_metadata(ctx: CheckContext) -> MetadataRun:
         stat=combine_phases([listing.stat for listing in listings]),
         delete=combine_phases(deletes),
         deleted=older_paths,
+        metadata_bytes=_metadata_bytes(ctx, replay),
     )
 
 
@@ -280,7 +316,7 @@ def create_rate(run: MetadataRun) -> Item:
             f"slowest of {len(run.rounds)} rounds: {format_count(worst.committed_files)} "
             f"files committed in {format_seconds(worst.span_s)} (creates "
             f"{format_seconds(worst.create.span_s)}, commit of a "
-            f"{format_bytes(sizing.dcp_metadata_bytes)} .metadata "
+            f"{format_bytes(run.metadata_bytes)} .metadata "
             f"{format_seconds(worst.commit.span_s if worst.commit else 0.0)}), a full "
             f"checkpoint in {format_seconds(projected_s)}; "
             f"{_percentiles(worst.create, ('create', 'fsync', 'close'))}; {_scale(run)}"
@@ -291,7 +327,7 @@ def create_rate(run: MetadataRun) -> Item:
         item.passed = False
         item.detail += (
             "; the listing after the commit did not show exactly the storm's files and a "
-            f".metadata of at least {format_bytes(sizing.dcp_metadata_bytes)}"
+            f".metadata of at least {format_bytes(run.metadata_bytes)}"
         )
     return item
 

@@ -26,9 +26,23 @@ from ckptgate.cluster.nodes import run_everywhere
 from ckptgate.engine.pool import RankFailure
 from ckptgate.engine.records import BurstResult, merge_nodes
 from ckptgate.report.gate import Item, judge
-from ckptgate.sizing import format_bytes, format_rate, format_seconds
+from ckptgate.sizing import (
+    dcp_metadata_bytes,
+    format_bytes,
+    format_count,
+    format_rate,
+    format_seconds,
+)
+from ckptgate.workloads.fileplan import (
+    FilePlan,
+    dcp_plan,
+    lanes,
+    metadata_file,
+    shard_files,
+)
 from ckptgate.workloads.readback import run_readback
-from ckptgate.workloads.write_burst import ShardFile, run_write_burst, shard_file_name
+from ckptgate.workloads.replay import node_share, scan_checkpoint
+from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
 GENERATOR_HEADROOM = 2.0
 """The load generator must outrun the target at least this much, or we timed ourselves."""
@@ -58,11 +72,14 @@ class WriteCampaign:
     """The last round's files of every node on node 0 (it judges); this node's elsewhere."""
     latest_next: list[ShardFile] = field(default_factory=list)
     """The next node's files of the last round (this node reads them back)."""
+    latest_metadata: ShardFile | None = None
+    """The last round's ``.metadata`` (node 0, the coordinator, writes it)."""
     verified_bytes: int = 0
     """Bytes of earlier rounds read back and verified (untimed) before they were removed."""
     failure: str | None = None
     """Why a round failed, once one did."""
     _step: int = 0
+    _file_plan: FilePlan | None = None
 
     def gather(
         self, kind: str, run: Callable[[], BurstResult], timeout_s: float | None = None
@@ -87,6 +104,13 @@ class WriteCampaign:
         return sum(shard.bytes for shard in self.latest_all)
 
     @property
+    def saved_bytes(self) -> int:
+        """What one save of the played nodes writes: their shards and the coordinator's
+        ``.metadata`` (on node 0, which judges)."""
+        metadata = self.latest_metadata.bytes if self.latest_metadata is not None else 0
+        return self.played_bytes + metadata
+
+    @property
     def latest_all(self) -> list[ShardFile]:
         """Every node's files of the last round (on node 0; this node's elsewhere)."""
         if not self.latest_everywhere:
@@ -97,19 +121,51 @@ class WriteCampaign:
     def transfer_bytes(self) -> int:
         return self.ctx.profile.run.transfer_bytes
 
+    @property
+    def file_plan(self) -> FilePlan:
+        """This node's files per checkpoint (``file_plan``, computed once)."""
+        if self._file_plan is None:
+            self._file_plan = file_plan(self.ctx)
+        return self._file_plan
+
+    def new_checkpoint_dir(self, *parts: str) -> str:
+        """Make a checkpoint directory in the run directory (``parts``), with the file plan's
+        subdirectories (a replayed tree's, parents first); returns its path."""
+        target = self.ctx.target
+        directory = target.new_dir(*parts)
+        for sub in self.file_plan.subdirectories():
+            target.new_dir(*parts, *sub)
+        return directory
+
     def shards_in(self, directory: str) -> list[ShardFile]:
-        """This node's shards of one checkpoint, as files in ``directory``."""
-        plan = self.ctx.plan
-        return [
-            ShardFile(
-                global_rank=g,
-                path=f"{directory}/{shard_file_name(g)}",
-                bytes=b,
-                run_id=self.ctx.run_id,
-                transfer_bytes=self.transfer_bytes,
-            )
-            for g, b in zip(plan.global_ranks, plan.shard_bytes, strict=True)
-        ]
+        """This node's shard files of one checkpoint in ``directory`` (by ``file_plan``)."""
+        return shard_files(self.file_plan, directory, self.ctx.run_id, self.transfer_bytes)
+
+    def replay_counts(self) -> dict[str, Any] | None:
+        """A replay's source (its plan's JSON: source, files, bytes) beside what the target
+        holds of the last round (every node's files, on node 0), measured there; None when
+        nothing is replayed."""
+        replay = self.ctx.profile.checkpoint.replay
+        if not replay:
+            return None
+        source = scan_checkpoint(replay)
+        written = list(self.latest_all)
+        if self.latest_metadata is not None:
+            written.append(self.latest_metadata)
+        fs = self.ctx.target.fs
+        on_target = sum(fs.size(f.path) for f in written)
+        return {
+            **source.to_json(),
+            "target_files": len(written),
+            "target_bytes": on_target,
+            "reproduced": on_target == source.total_bytes and len(written) == source.file_count,
+        }
+
+    def metadata_in(self, directory: str) -> ShardFile | None:
+        """The coordinator's ``.metadata`` of one checkpoint in ``directory`` (node 0 only)."""
+        if self.ctx.nodes.index != 0:
+            return None
+        return metadata_file(self.file_plan, directory, self.ctx.run_id, self.transfer_bytes)
 
     def verify(self, shards: list[ShardFile]) -> None:
         """Read back and verify every byte of ``shards`` (untimed, this node's files, each
@@ -140,7 +196,10 @@ class WriteCampaign:
             self.drop_latest()
 
     def drop_latest(self) -> None:
-        """Remove the last checkpoint's files (untimed)."""
+        """Remove the last checkpoint's files and its ``.metadata`` (untimed)."""
+        if self.latest_metadata is not None:
+            self.ctx.target.remove_files([self.latest_metadata.path])
+            self.latest_metadata = None
         if self.latest:
             self.ctx.target.remove_files([s.path for s in self.latest])
             self.latest = []
@@ -155,16 +214,18 @@ class WriteCampaign:
         if self._step:
             self._generate()  # untimed, between rounds: interleaved with what it vouches for
         self._step += 1
-        shards = self.shards_in(target.new_dir("write", f"step-{self._step}"))
-        target.register_shards(shards)
-        self.latest = shards
+        directory = self.new_checkpoint_dir("write", f"step-{self._step}")
+        shards = self.shards_in(directory)
+        metadata = self.metadata_in(directory)
+        target.register_shards(shards + ([metadata] if metadata else []))
+        self.latest, self.latest_metadata = shards, metadata
         return shards
 
     def write_round(self, shards: list[ShardFile] | None = None) -> BurstResult:
         """One checkpoint: the burst (timed from the common start) of prepared shards."""
         shards = shards if shards is not None else self.prepare_round()
         try:
-            burst = self._burst(shards, "target")
+            burst = self._commit(self._burst(shards, "target"))
             self._exchange_file_lists(shards)
         except RankFailure as error:
             # The ranks have stopped (or were killed): their partial files go now. On an
@@ -183,6 +244,41 @@ class WriteCampaign:
             raise
         self.bursts.append(burst)
         return burst
+
+    def _commit(self, burst: BurstResult) -> BurstResult:
+        """The save's end: once every rank's files are closed, the coordinator (node 0's local
+        rank 0, alone) writes, fsyncs and closes ``.metadata``, as DCP's coordinator does after
+        its gather. Timed as part of the save: its record is placed after the ranks' span
+        (the gather between them is not counted: a framework's barrier costs far less), so the
+        burst's span ends with it. Then verified at once (untimed): no read pass reads it."""
+        metadata = self.latest_metadata
+        ctx = self.ctx
+
+        def write() -> BurstResult | None:
+            if metadata is None:
+                return None
+            with ctx.pool.alone():
+                written = run_write_burst(ctx.pool, ctx.target.fs_spec, [metadata], self.timeout_s)
+                read = run_readback(
+                    ctx.pool, ctx.target.fs_spec, [metadata], self.timeout_s, shift=0
+                )
+            self.verified_bytes += read.burst.total_bytes
+            return written
+
+        commits = run_everywhere(ctx.nodes, self.timeout_s, "the coordinator's .metadata", write)
+        if not commits or commits[0] is None:
+            return burst
+        after = burst.span_s
+        coordinator = tuple(
+            dataclasses.replace(
+                r,
+                start_s=r.start_s + after,
+                end_s=r.end_s + after,
+                extra={**r.extra, "coordinator": True},
+            )
+            for r in commits[0].ranks
+        )
+        return dataclasses.replace(burst, ranks=burst.ranks + coordinator)
 
     def _exchange_file_lists(self, shards: list[ShardFile]) -> None:
         """Node 0 learns every node's files (to judge); each node learns the next node's (to
@@ -226,8 +322,10 @@ class WriteCampaign:
         per rank: a burst of a few megabytes (a trial's capped shard) lasts milliseconds, which
         a busy moment of the machine decides, not the generator."""
         shards = [
-            dataclasses.replace(s, bytes=max(s.bytes, GENERATOR_MIN_BYTES))
-            for s in self.shards_in("")
+            dataclasses.replace(
+                lane[0], bytes=max(sum(s.bytes for s in lane), GENERATOR_MIN_BYTES), stamp_offset=0
+            )
+            for lane in lanes(self.shards_in(""), self.ctx.pool.ranks)
         ]
         for _ in range(runs):
             self.generators.append(self._burst(shards, "null"))
@@ -252,7 +350,28 @@ class WriteCampaign:
             "generator_bytes_per_s": self.generator_burst().aggregate_bytes_per_s,
             "verified_earlier_rounds_bytes": self.verified_bytes,
             "capped": self.ctx.plan.capped,
+            "file_plan": self.file_plan.to_json(),
+            "replay": self.replay_counts(),
         }
+
+
+def file_plan(ctx: CheckContext) -> FilePlan:
+    """This node's files per checkpoint: the replayed tree's share (``checkpoint.replay``), or
+    the played ranks' shards split by DCP's rule with the coordinator's ``.metadata``
+    (``ckptgate.sizing.dcp_metadata_bytes``, capped by ``run.shard_bytes_cap`` in a trial)."""
+    profile, plan, nodes = ctx.profile, ctx.plan, ctx.nodes
+    if profile.checkpoint.replay:
+        return node_share(scan_checkpoint(profile.checkpoint.replay), nodes.index, nodes.count)
+    metadata_bytes = dcp_metadata_bytes(profile)
+    cap = profile.run.shard_bytes_cap
+    return dcp_plan(
+        plan.global_ranks,
+        plan.shard_bytes,
+        profile.checkpoint.files_per_rank,
+        ranks=profile.cluster.gpus,
+        # a trial's cap holds for the coordinator's file too (405b's is 642 MB)
+        metadata_bytes=min(metadata_bytes, cap) if cap else metadata_bytes,
+    )
 
 
 # --- the judges ---------------------------------------------------------------------------------
@@ -265,6 +384,12 @@ def stall_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words: s
     slowest = burst.slowest
     budget = ctx.sizing.requirements["stall_budget_s"]
     phases = ", ".join(f"{k} {format_seconds(v)}" for k, v in slowest.phases_s.items())
+    commit = burst.commit
+    if commit is not None:
+        phases += (
+            f"; then the coordinator's .metadata ({format_bytes(commit.bytes)}) in "
+            f"{format_seconds(commit.total_s)}"
+        )
     return judge(
         id=id,
         measured=burst.span_s,
@@ -272,9 +397,9 @@ def stall_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words: s
         cluster_required=ctx.sizing.stall_budget_s,
         unit="s",
         better="lower",
-        detail=f"{ctx.profile.name}: {budget.formula}; from the common start to the last "
-        f"close; slowest rank global {slowest.global_rank} ({format_bytes(slowest.bytes)}: "
-        f"{phases}); {words}; {ctx.plan.scale()}",
+        detail=f"{ctx.profile.name}: {budget.formula}; from the common start to the "
+        f".metadata's close; slowest rank global {slowest.global_rank} "
+        f"({format_bytes(slowest.bytes)}: {phases}); {words}; {ctx.plan.scale()}",
         scope=ctx.plan.scope(),
     )
 
@@ -283,13 +408,14 @@ def persist_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words:
     """Checklist 5: the played bytes persist within interval / headroom.
 
     Every node of the cluster persists at once, so the played nodes must move their own
-    bytes in the same window: required = played bytes x headroom / interval (SPEC.md's
-    async_persist_planned_bytes_per_s at this scale). Between the no-headroom minimum and
+    bytes in the same window: required = played bytes and the coordinator's .metadata x
+    headroom / interval (SPEC.md's async_persist_planned_bytes_per_s, save_bytes / T x
+    headroom, at this scale). Between the no-headroom minimum and
     the planned rate the item fails and says so.
     """
     ctx = campaign.ctx
     checkpoint = ctx.profile.checkpoint
-    played = campaign.played_bytes
+    played = campaign.saved_bytes
     minimum = played / checkpoint.interval_s
     planned = ctx.sizing.requirements["async_persist_planned_bytes_per_s"]
     item = judge(
@@ -364,14 +490,17 @@ def checkpoint_bytes(campaign: WriteCampaign) -> Item:
     ctx = campaign.ctx
     sizing, plan = ctx.sizing, ctx.plan
     campaign.rounds()
+    if ctx.profile.checkpoint.replay:
+        return replayed_bytes(campaign)
     fs = ctx.target.fs
     on_target = sum(fs.size(shard.path) for shard in campaign.latest_all)
     played = campaign.played_bytes
     whole = plan.full_cluster and not plan.capped
+    ranks = len({shard.global_rank for shard in campaign.latest_all})
     share = (
         "every rank played at full size: the target holds the whole checkpoint"
         if whole
-        else f"the played share ({len(campaign.latest_all)} of {sizing.gpus} ranks' shards"
+        else f"the played share ({ranks} of {sizing.gpus} ranks' shards"
         + (", capped for a trial" if plan.capped else "")
         + f") of the {format_bytes(sizing.written_bytes)} checkpoint"
     )
@@ -387,4 +516,26 @@ def checkpoint_bytes(campaign: WriteCampaign) -> Item:
         f"{share}; {ctx.plan.scale()}",
         better="equal",
         scope=plan.scope(),
+    )
+
+
+def replayed_bytes(campaign: WriteCampaign) -> Item:
+    """Checklist 1 for a replay (``checkpoint.replay``): the target holds exactly the source
+    tree's files and bytes, its metadata file included, measured on the target."""
+    ctx = campaign.ctx
+    counts = campaign.replay_counts()
+    assert counts is not None  # a replay
+    return Item(
+        id="checkpoint-bytes",
+        required=counts["bytes"],
+        measured=counts["target_bytes"],
+        cluster_required=counts["bytes"],
+        unit="B",
+        passed=counts["reproduced"],
+        detail=f"{ctx.profile.name}: {counts['rule']}; source {format_count(counts['files'])} "
+        f"files, {format_bytes(counts['bytes'])} ({counts['bytes']} B); the target holds "
+        f"{format_count(counts['target_files'])} files, {counts['target_bytes']} B; "
+        f"{ctx.plan.scale()}",
+        better="equal",
+        scope="the replayed checkpoint's own files, as its job writes them",
     )

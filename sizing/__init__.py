@@ -40,7 +40,12 @@ from ckptgate.sizing.schema import (
     RetentionSpec,
     RunSpec,
 )
-from ckptgate.sizing.shards import ShardDistribution, played_ranks, shard_distribution
+from ckptgate.sizing.shards import (
+    ShardDistribution,
+    played_ranks,
+    rank_file_bytes,
+    shard_distribution,
+)
 from ckptgate.sizing.units import (
     UnitError,
     format_bytes,
@@ -90,6 +95,7 @@ __all__ = [
     "played_ranks",
     "profile_from_dict",
     "profile_to_dict",
+    "rank_file_bytes",
     "shard_distribution",
     "sweep",
     "young_interval_s",

@@ -131,6 +131,10 @@ class CheckpointSpec:
     staging_buffers: int = field(metadata=_POSITIVE)
     files_per_rank: int = field(metadata=_POSITIVE)
     goodput_budget: float | None = field(default=None, metadata=meta(gt=0, lt=1))
+    replay: str | None = None
+    """An existing checkpoint directory whose files (names and sizes, never content) the
+    write burst, readback, reshard and storm replay instead of the profile's DCP split
+    (``ckptgate.workloads.replay``); None: the profile's own files."""
 
 
 @dataclass(frozen=True)

@@ -484,3 +484,19 @@ def played_ranks(
     positions = [0] if k == 1 else [j * (gpus - 1) // (k - 1) for j in range(k)]
     picks = [by_size[p] for p in positions]
     return picks[node_index::nodes][:ranks_per_node]
+
+
+def rank_file_bytes(rank_bytes: int, files_per_rank: int) -> list[int]:
+    """One rank's shard split over its ``files_per_rank`` files, as DCP's FileSystemWriter does.
+
+    DCP (``torch/distributed/checkpoint/filesystem.py``, ``_split_by_size_and_type``) makes
+    ``thread_count`` buckets per rank and fills them greedily: tensors sorted largest first,
+    each into the bucket with the fewest bytes so far (LPT), small byte items round-robin; file
+    ``i`` is ``__{rank}_{i}.distcp``. With a rank's state in many tensors, each far smaller
+    than the shard, LPT ends with buckets equal to within one tensor; the model here takes that
+    limit, in bytes: an even split, the ``rank_bytes mod files_per_rank`` extra bytes one each
+    to the lowest files (so the sizes sum exactly to ``rank_bytes``).
+    """
+    if files_per_rank < 1:
+        raise ValueError(f"files_per_rank must be at least 1, got {files_per_rank}")
+    return _split_even(rank_bytes, files_per_rank)

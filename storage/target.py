@@ -120,6 +120,8 @@ class StampedFile(Protocol):
     def global_rank(self) -> int: ...
     @property
     def transfer_bytes(self) -> int: ...
+    @property
+    def stamp_offset(self) -> int: ...
 
 
 class Target:
@@ -357,10 +359,12 @@ class Target:
 
     def register_shards(self, shards: Sequence[StampedFile]) -> None:
         """``register`` for stamped files that know their writer (``ShardFile``): each with
-        its stamp (run id, global rank, transfer size) and its size."""
+        its stamp (run id, global rank, transfer size, stamp offset) and its size."""
         self.register(
             [s.path for s in shards],
-            stamps=[FileStamp(s.run_id, s.global_rank, s.transfer_bytes) for s in shards],
+            stamps=[
+                FileStamp(s.run_id, s.global_rank, s.transfer_bytes, s.stamp_offset) for s in shards
+            ],
             sizes=[s.bytes for s in shards],
         )
 

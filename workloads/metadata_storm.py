@@ -56,7 +56,7 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.workloads.write_burst import shard_file_name
+from ckptgate.workloads.fileplan import FilePlan, shard_file_name
 
 METADATA_NAME = ".metadata"
 METADATA_TMP_NAME = ".metadata.tmp"
@@ -95,6 +95,12 @@ def storm_files(directory: str, files: int, files_per_rank: int) -> list[StormFi
         )
         for n in range(files)
     ]
+
+
+def planned_storm_files(directory: str, plan: FilePlan) -> list[StormFile]:
+    """A file plan's shard files as storm files in ``directory`` (a replayed tree's relative
+    paths and ranks; ``.metadata`` is the commit's)."""
+    return [StormFile(f.global_rank, f.index, _join(directory, f.name)) for f in plan.files]
 
 
 def metadata_paths(directory: str) -> tuple[str, str]:

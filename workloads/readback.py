@@ -1,10 +1,11 @@
 """Restart readback that the client cache cannot serve (checklist item 7; IOR -F -C).
 
 After a failure every rank loads its state at once and the job idles until the slowest rank
-has it. Each local rank here reads a shard that another rank wrote: local rank ``i`` reads the
-shard of local rank ``(i + shift) mod n``, IOR's ``-C`` ("reorder tasks") that shifts readers
-so no task reads what it wrote itself. On one node ``shift=1``; the MPI layer passes the
-node's rank count, so each node reads another node's files.
+has it. Each local rank here reads a shard that another rank wrote (all of that rank's files,
+one after another): local rank ``i`` reads the files of local rank ``(i + shift) mod n``,
+IOR's ``-C`` ("reorder tasks") that shifts readers so no task reads what it wrote itself. On
+one node ``shift=1``; the MPI layer passes the node's rank count, so each node reads another
+node's files.
 
 Before the common start every rank drops its file's pages (the backend's ``drop_pages``: on
 POSIX fsync, then fadvise DONTNEED) and measures the file's residency; a read whose data was
@@ -41,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ckptgate.engine.datagen import BlockStamper, DataMismatch
-from ckptgate.engine.latency import LatencyHistogram
+from ckptgate.engine.latency import LatencyHistogram, merge_histograms
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
@@ -58,7 +59,8 @@ from ckptgate.storage.backend import (
     ReadFile,
     aligned_buffer,
 )
-from ckptgate.workloads.write_burst import ShardFile, peak_rss_bytes
+from ckptgate.workloads.fileplan import ShardFile, lanes
+from ckptgate.workloads.write_burst import lane_label, peak_rss_bytes
 
 CACHE_SERVED_FRACTION = 0.01
 """A file counts as cache-served when more than this fraction of its pages was resident before
@@ -106,7 +108,7 @@ class RangeReader:
     def expect(self, offset: int, length: int) -> None:
         """Before the timed read: the hashes ``[offset, offset + length)`` should have
         (``BlockStamper.expect``), so the read verifies with one hash per transfer."""
-        self.stamper.expect(offset, length)
+        self.stamper.expect(offset, length, stamp_offset=self.shard.stamp_offset)
 
     def open(self) -> None:
         if self.ctx is not None:
@@ -151,7 +153,9 @@ class RangeReader:
                 )
             marks_ns[mark] = clock_ns()
             if verify:
-                self.stamper.verify(data, position, self.shard.path)
+                self.stamper.verify(
+                    data, position, self.shard.path, stamp_offset=self.shard.stamp_offset
+                )
             marks_ns[mark + 1] = clock_ns()
             mark += 2
             position += take
@@ -199,68 +203,90 @@ def read_shard_task(
     ctx: RankContext,
     *,
     fs: BackendSpec,
-    shard: ShardFile,
+    files: Sequence[ShardFile],
     written_by: int,
     direct: bool = False,
     drop_cache: bool = True,
     verify: bool = True,
 ) -> RankResult:
-    """Rank task: read (and, with ``verify``, verify) another rank's whole shard from the
-    common start.
+    """Rank task: read (and, with ``verify``, verify) another rank's whole lane of files
+    from the common start.
 
-    The drop and the residency measurement happen before the barrier, so they cost no read
+    The drops and the residency measurements happen before the barrier, so they cost no read
     time and nothing can bring the pages back between them and the read but the read itself.
+    Phases repeat per file (open, read, close); the record sums them and ``extra["files"]``
+    holds each file's path, bytes and page-cache figures.
     """
     backend = fs.open()
-    reader = RangeReader(backend, shard, direct, ctx)
-    cache = prepare_file(backend, shard.path, drop_cache, ctx)
+    readers = [RangeReader(backend, shard, direct, ctx) for shard in files]
+    reports = [
+        {"path": f.path, "bytes": f.bytes, **prepare_file(backend, f.path, drop_cache, ctx)}
+        for f in files
+    ]
     if verify:
-        reader.expect(0, shard.bytes)
+        for reader in readers:
+            reader.expect(0, reader.shard.bytes)
     phases = PhaseMarks.start(ctx)
-    reader.open()
-    phases.mark("open")
-    try:
-        read = reader.read_verify(0, shard.bytes, verify=verify)
-        phases.mark("read")
-        direct_used, refused = reader.direct, reader.direct_refused
-    finally:
-        reader.close()
-    phases.mark("close")
-    ctx.progress(files=1, phase="done")
+    read = 0
+    for done, (reader, report) in enumerate(zip(readers, reports, strict=True)):
+        reader.base_bytes = read
+        ctx.progress(files=done)
+        reader.open()
+        phases.mark("open")
+        try:
+            read += reader.read_verify(0, reader.shard.bytes, verify=verify)
+            phases.mark("read")
+            report.update(direct=reader.direct, direct_refused=reader.direct_refused)
+        finally:
+            reader.close()
+        phases.mark("close")
+    ctx.progress(files=len(files), phase="done")
     return phases.result(
-        shard.global_rank,
+        files[0].global_rank,
         read,
         extra={
-            "path": shard.path,
+            "path": files[0].path,
             "written_by_local_rank": written_by,
-            **cache,
-            "direct": direct_used,
-            "direct_refused": refused,
-            "verify_s": reader.verify_s,
+            **_lane_cache(reports),
+            "files": reports,
+            "verify_s": sum(reader.verify_s for reader in readers),
             "verified": "in the read" if verify else "after the read",
             "peak_rss_bytes": peak_rss_bytes(),
         },
-        histograms={"read": reader.read_latency},
+        histograms={"read": merge_histograms(reader.read_latency for reader in readers)},
     )
 
 
-def verify_file_task(ctx: RankContext, *, fs: BackendSpec, shard: ShardFile) -> RankResult:
-    """Rank task (untimed): read ``shard`` again and verify every byte; reports the file's
+def verify_file_task(ctx: RankContext, *, fs: BackendSpec, files: list[ShardFile]) -> RankResult:
+    """Rank task (untimed): read a lane's files again and verify every byte; reports their
     page-cache residency just before (the share of the bytes the verification checks as the
     timed read left them)."""
     backend = fs.open()
-    reader = RangeReader(backend, shard, direct=False, ctx=ctx)
-    resident = backend.resident_fraction(shard.path) if backend.has_page_cache else None
-    reader.expect(0, shard.bytes)
+    readers = [RangeReader(backend, shard, direct=False, ctx=ctx) for shard in files]
+    resident = _weighted(
+        [
+            (f.bytes, backend.resident_fraction(f.path) if backend.has_page_cache else None)
+            for f in files
+        ]
+    )
+    for reader in readers:
+        reader.expect(0, reader.shard.bytes)
     phases = PhaseMarks.start(ctx)
-    reader.open()
-    try:
-        reader.read_verify(0, shard.bytes)
-    finally:
-        reader.close()
+    verified = 0
+    for reader in readers:
+        reader.base_bytes = verified
+        reader.open()
+        try:
+            verified += reader.read_verify(0, reader.shard.bytes)
+        finally:
+            reader.close()
     phases.mark("verify")
-    extra = {"path": shard.path, "resident_fraction": resident, "verify_s": reader.verify_s}
-    return phases.result(shard.global_rank, shard.bytes, extra=extra)
+    extra = {
+        "path": files[0].path,
+        "resident_fraction": resident,
+        "verify_s": sum(reader.verify_s for reader in readers),
+    }
+    return phases.result(files[0].global_rank, verified, extra=extra)
 
 
 @dataclass(frozen=True)
@@ -286,15 +312,16 @@ class Verification:
 
 
 def verify_after_read(
-    pool: RankPool, fs: BackendSpec, shards: Sequence[ShardFile], timeout_s: float
+    pool: RankPool, fs: BackendSpec, lanes_read: Sequence[list[ShardFile]], timeout_s: float
 ) -> Verification:
-    """Verify every byte of ``shards`` (one per local rank) once the timed read is over."""
-    labels = [f"rank {i} verifying {s.path}" for i, s in enumerate(shards)]
-    kwargs = [{"shard": s} for s in shards]
+    """Verify every byte of ``lanes_read`` (one lane of files per local rank) once the timed
+    read is over."""
+    labels = [f"rank {i} verifying {lane_label(lane)}" for i, lane in enumerate(lanes_read)]
+    kwargs = [{"files": lane} for lane in lanes_read]
     expect = Expected(
         "readback verification (untimed)",
-        rank_bytes=tuple(s.bytes for s in shards),
-        rank_files=(1,) * len(shards),
+        rank_bytes=tuple(sum(f.bytes for f in lane) for lane in lanes_read),
+        rank_files=tuple(len(lane) for lane in lanes_read),
     )
     results = run_ranks(
         pool, verify_file_task, kwargs, timeout_s, labels, shared={"fs": fs}, expect=expect
@@ -302,6 +329,19 @@ def verify_after_read(
     fraction = _weighted([(r.bytes, r.extra["resident_fraction"]) for r in results])
     seconds = max(r.extra["verify_s"] for r in results)
     return Verification("after the read", sum(r.bytes for r in results), seconds, fraction)
+
+
+def _lane_cache(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A lane's page-cache and O_DIRECT figures over its files (bytes-weighted residency)."""
+    return {
+        "resident_before_drop": _weighted(
+            [(r["bytes"], r["resident_before_drop"]) for r in reports]
+        ),
+        "resident_fraction": _weighted([(r["bytes"], r["resident_fraction"]) for r in reports]),
+        "dropped": all(r["dropped"] for r in reports),
+        "direct": all(r["direct"] for r in reports),
+        "direct_refused": next((r["direct_refused"] for r in reports if r["direct_refused"]), None),
+    }
 
 
 @dataclass(frozen=True)
@@ -351,8 +391,8 @@ def _weighted(records: Sequence[tuple[int, float | None]]) -> float | None:
 
 
 def file_records(burst: BurstResult) -> list[dict[str, Any]]:
-    """One ``{path, bytes, resident_*, direct*}`` per file read: a readback rank's own record,
-    or each of the files a resharded rank's ranges touched (``extra["files"]``)."""
+    """One ``{path, bytes, resident_*, direct*}`` per file read: each file of a readback
+    rank's lane, or each of the files a resharded rank's ranges touched (``extra["files"]``)."""
     files: list[dict[str, Any]] = []
     for record in burst.ranks:
         if "files" in record.extra:
@@ -401,27 +441,26 @@ def run_readback(
     direct: bool = False,
     drop_cache: bool = True,
 ) -> ReadResult:
-    """Read back ``shards`` (one per local rank, as written), each by another rank.
+    """Read back ``shards`` (as written: ``lanes`` groups them per rank), each lane by another
+    local rank.
 
-    Local rank ``i`` reads ``shards[(i + shift) % len(shards)]`` (IOR -C). Records are by
-    reader, with ``global_rank`` the rank whose state is restored and ``extra`` holding the
-    path, the writer's local rank and the page-cache figures.
+    Local rank ``i`` reads lane ``(i + shift) % lanes`` (IOR -C). Records are by reader, with
+    ``global_rank`` the (first) rank whose state is restored and ``extra`` holding the
+    writer's local rank and each file's path and page-cache figures.
     """
     if not shards:
         raise ValueError("readback needs at least one shard")
-    order = readback_assignment(len(shards), shift)
-    kwargs = [{"shard": shards[j], "written_by": j} for j in order]
-    labels = [
-        f"rank {i} reading global rank {shards[j].global_rank} ({shards[j].path})"
-        for i, j in enumerate(order)
-    ]
+    groups = lanes(shards, pool.ranks)
+    order = readback_assignment(len(groups), shift)
+    kwargs = [{"files": groups[j], "written_by": j} for j in order]
+    labels = [f"rank {i} reading {lane_label(groups[j])}" for i, j in enumerate(order)]
     backend = fs_spec.open()
     after = backend.has_page_cache and not direct  # see the module docstring
     shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
     expect = Expected(
         "readback",
-        rank_bytes=tuple(shards[j].bytes for j in order),
-        rank_files=(1,) * len(order),
+        rank_bytes=tuple(sum(f.bytes for f in groups[j]) for j in order),
+        rank_files=tuple(len(groups[j]) for j in order),
     )
     results = run_ranks(
         pool, read_shard_task, kwargs, timeout_s, labels, shared=shared, expect=expect
@@ -429,7 +468,7 @@ def run_readback(
     burst = BurstResult("read", tuple(records_from_results(results)))
     read = summarize(burst, backend.memory_backed(shards[0].path))
     if after:
-        verification = verify_after_read(pool, fs_spec, [shards[j] for j in order], timeout_s)
+        verification = verify_after_read(pool, fs_spec, [groups[j] for j in order], timeout_s)
     else:
         verify_s = max(r.extra["verify_s"] for r in burst.ranks)
         verification = Verification("in the read", burst.total_bytes, verify_s, None)

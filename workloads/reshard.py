@@ -52,7 +52,8 @@ def plan_reshard(
 ) -> list[list[ReshardRange]]:
     """Each new rank's ranges of the old files ``[(global_rank, path, bytes), ...]``.
 
-    The old files are ordered by global rank and concatenated; new rank ``m`` of ``M`` takes
+    The old files are ordered by global rank (stably: a rank's files keep their order) and
+    concatenated; new rank ``m`` of ``M`` takes
     the slice ``[m x T // M, (m + 1) x T // M)`` of the ``T`` bytes, cut at file boundaries
     into ranges in file order. Empty files and empty pieces give no range.
     """
@@ -177,7 +178,8 @@ def run_reshard(
     if not shards:
         raise ValueError("a resharded load needs at least one old shard")
     count = new_ranks if new_ranks is not None else default_new_ranks(len(shards), fraction)
-    plan = plan_reshard([(s.global_rank, s.path, s.bytes) for s in shards], count)
+    ordered = sorted(shards, key=lambda s: (s.global_rank, s.index))  # a rank's files in order
+    plan = plan_reshard([(s.global_rank, s.path, s.bytes) for s in ordered], count)
     sources = {s.path: s for s in shards}
     kwargs = [
         {"new_rank": m, "ranges": ranges, "sources": {r.path: sources[r.path] for r in ranges}}

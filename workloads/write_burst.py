@@ -1,9 +1,11 @@
 """The file-per-rank checkpoint write burst (checklist item 5; IOR -F -e).
 
 Every local rank plays one global rank of the profile's shard distribution and writes that
-rank's shard as one file, in ``transfer_bytes`` writes of stamped data, fsyncs it, and closes
-it. Each rank timestamps the end of open, write, fsync and close on the node's monotonic
-clock; the burst's span runs from the common start to the last rank's close.
+rank's files (``checkpoint.files_per_rank`` of them, or a replayed tree's; the file plan is
+``ckptgate.workloads.fileplan``) one after another, each in ``transfer_bytes`` writes of
+stamped data, fsynced and closed. Each rank timestamps the end of open, write, fsync and
+close on the node's monotonic clock; the burst's span runs from the common start to the last
+rank's close.
 
 The loop is written once against the backend's ``Writer`` operations (create, write_all,
 fsync, close); the null sink is a ``Writer`` that drops the bytes. The rank reports progress
@@ -20,13 +22,12 @@ import os
 import resource
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ckptgate.engine.datagen import BlockStamper, StampKey
-from ckptgate.engine.latency import LatencyHistogram
+from ckptgate.engine.datagen import BlockStamper
+from ckptgate.engine.latency import LatencyHistogram, merge_histograms
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
@@ -37,26 +38,9 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec, Writer
+from ckptgate.workloads.fileplan import ShardFile, lanes, shard_file_name
 
-
-@dataclass(frozen=True)
-class ShardFile:
-    """One file of one checkpoint: who writes it, where, how many bytes, with what stamp."""
-
-    global_rank: int
-    path: str
-    bytes: int
-    run_id: int
-    transfer_bytes: int
-
-    @property
-    def stamp(self) -> StampKey:
-        return StampKey(self.run_id, self.global_rank)
-
-
-def shard_file_name(global_rank: int, index: int = 0) -> str:
-    """PyTorch DCP's FileSystemWriter names: ``__{rank}_{index}.distcp``."""
-    return f"__{global_rank}_{index}.distcp"
+__all__ = ["DISCARD_PATH", "ShardFile", "run_write_burst", "shard_file_name", "write_shard_task"]
 
 
 def peak_rss_bytes() -> int:
@@ -79,63 +63,91 @@ def _sink(fs: BackendSpec, shard: ShardFile, sink: str) -> tuple[Writer[Any], st
 
 
 def write_shard_task(
-    ctx: RankContext, *, fs: BackendSpec, shard: ShardFile, fsync: bool = True, sink: str = "target"
+    ctx: RankContext,
+    *,
+    fs: BackendSpec,
+    files: Sequence[ShardFile],
+    fsync: bool = True,
+    sink: str = "target",
 ) -> RankResult:
-    """Rank task: write one shard file from the common start; ``sink="null"`` writes the same
+    """Rank task: write a lane of shard files (``ckptgate.workloads.fileplan.lanes``: one
+    rank's ``files_per_rank`` files, or a replayed tree's ranks) from the common start, one
+    after another, each opened, written, fsynced and closed; ``sink="null"`` writes the same
     bytes through the same open and write calls into ``DISCARD_PATH`` instead (no fsync: it
-    would make nothing durable).
+    would make nothing durable). Phases repeat per file; the record sums them and ``extra``
+    holds each file's path, bytes and seconds.
 
     The null sink measures the suite's own data path, stamping and the client's write calls
     included: if it is not far faster than the target, the target was not what we timed.
     """
-    stamper = BlockStamper(shard.stamp, shard.transfer_bytes)
-    step = stamper.step_bytes
-    writer, path = _sink(fs, shard, sink)
-    write_all = writer.write_all
+    stampers: dict[int, BlockStamper] = {}
+    generate_ns = 0
+    latencies: list[LatencyHistogram] = []
+    durable = False
+    written = 0
+    reports: list[dict[str, Any]] = []
     clock_ns = time.perf_counter_ns
-    # Each transfer's two clock reads (before the stamping, before the write) in one list
-    # allocated here: the write latencies and the stamping time come out after the loop.
-    marks_ns = [0] * (2 * -(-shard.bytes // step) + 1)
-    mark = 0
     progress = ctx.progress
     phases = PhaseMarks.start(ctx)
-    progress(phase="open", path=shard.path)
-    # Not exclusive: a round's paths are new and registered, and the burst has always
-    # truncated (a rerun onto the same registered path, as tests do, must still work).
-    handle = writer.create(path, exclusive=False)
-    phases.mark("open")
-    progress(phase="write")
-    offset = 0
-    try:
-        while offset < shard.bytes:
+    for done, shard in enumerate(files):
+        stamper = stampers.get(shard.global_rank)
+        if stamper is None:
+            stamper = stampers[shard.global_rank] = BlockStamper(shard.stamp, shard.transfer_bytes)
+        step = stamper.step_bytes
+        base = shard.stamp_offset
+        writer, path = _sink(fs, shard, sink)
+        write_all = writer.write_all
+        # Each transfer's two clock reads (before the stamping, before the write) in one list
+        # allocated per file: the write latencies and the stamping time come out after it.
+        marks_ns = [0] * (2 * -(-shard.bytes // step) + 1)
+        mark = 0
+        opened_at = time.monotonic()
+        progress(files=done, phase="open", path=shard.path)
+        # Not exclusive: a round's paths are new and registered, and the burst has always
+        # truncated (a rerun onto the same registered path, as tests do, must still work).
+        handle = writer.create(path, exclusive=False)
+        phases.mark("open")
+        progress(phase="write")
+        offset = 0
+        try:
+            while offset < shard.bytes:
+                marks_ns[mark] = clock_ns()
+                view = stamper.fill(base + offset, min(step, shard.bytes - offset))
+                marks_ns[mark + 1] = clock_ns()
+                mark += 2
+                write_all(handle, view)
+                offset += len(view)
+                progress(bytes=written + offset)
             marks_ns[mark] = clock_ns()
-            view = stamper.fill(offset, min(step, shard.bytes - offset))
-            marks_ns[mark + 1] = clock_ns()
-            mark += 2
-            write_all(handle, view)
-            offset += len(view)
-            progress(bytes=offset)
-        marks_ns[mark] = clock_ns()
-        phases.mark("write")
-        progress(phase="fsync")
-        durable = fsync and sink == "target" and writer.fsync(handle)
-        phases.mark("fsync")
-        progress(phase="close")
-    finally:
-        writer.close(handle)
-    phases.mark("close")
-    progress(files=1, phase="done")
-    generate_ns, latency = transfer_times(marks_ns[: mark + 1])
+            phases.mark("write")
+            progress(phase="fsync")
+            synced = fsync and sink == "target" and writer.fsync(handle)
+            durable = durable or synced
+            phases.mark("fsync")
+            progress(phase="close")
+        finally:
+            writer.close(handle)
+        closed_at = phases.mark("close")
+        stamping_ns, latency = transfer_times(marks_ns[: mark + 1])
+        generate_ns += stamping_ns
+        latencies.append(latency)
+        written += offset
+        reports.append(
+            {"path": shard.path, "bytes": offset, "index": shard.index, "s": closed_at - opened_at}
+        )
+    progress(files=len(files), phase="done")
     return phases.result(
-        shard.global_rank,
-        offset,
+        files[0].global_rank,
+        written,
         extra={
             "generate_s": generate_ns / 1e9,
             "fsynced": durable,
             "peak_rss_bytes": peak_rss_bytes(),
-            "path": shard.path,
+            "path": files[0].path,
+            "global_ranks": sorted({f.global_rank for f in files}),
+            "files": reports,
         },
-        histograms={"write": latency},
+        histograms={"write": merge_histograms(latencies)},
     )
 
 
@@ -163,14 +175,16 @@ def run_write_burst(
     fsync: bool = True,
     sink: str = "target",
 ) -> BurstResult:
-    """Write ``shards`` (one per local rank) from a common start; returns the burst's records."""
-    labels = [f"global rank {s.global_rank} ({s.path})" for s in shards]
-    kwargs = [{"shard": s} for s in shards]
+    """Write ``shards`` from a common start, each lane of files (``lanes``: one rank's files
+    per local rank while the pool has enough) by one local rank; returns the burst's records."""
+    groups = lanes(shards, pool.ranks)
+    labels = [lane_label(lane) for lane in groups]
+    kwargs = [{"files": lane} for lane in groups]
     shared = {"fs": fs, "fsync": fsync, "sink": sink}
     expect = Expected(
         "write burst" if sink == "target" else "generate",
-        rank_bytes=tuple(s.bytes for s in shards),
-        rank_files=(1,) * len(shards),
+        rank_bytes=tuple(sum(f.bytes for f in lane) for lane in groups),
+        rank_files=tuple(len(lane) for lane in groups),
     )
     results = run_ranks(
         pool, write_shard_task, kwargs, timeout_s, labels, shared=shared, expect=expect
@@ -178,3 +192,11 @@ def run_write_burst(
     return BurstResult(
         "write" if sink == "target" else "generate", tuple(records_from_results(results))
     )
+
+
+def lane_label(lane: Sequence[ShardFile]) -> str:
+    """A lane in failure messages: its rank(s) and its first file."""
+    ranks = sorted({f.global_rank for f in lane})
+    who = f"global rank {ranks[0]}" if len(ranks) == 1 else f"global ranks {ranks[0]}-{ranks[-1]}"
+    more = f" and {len(lane) - 1} more file(s)" if len(lane) > 1 else ""
+    return f"{who} ({lane[0].path}{more})"

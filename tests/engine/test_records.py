@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from ckptgate.engine.pool import RankPool
-from ckptgate.engine.records import BurstResult, RankResult, records_from_results, run_ranks
+from ckptgate.engine.records import (
+    BurstResult,
+    RankRecord,
+    RankResult,
+    records_from_results,
+    run_ranks,
+)
 from tests.engine import rank_tasks
 
 
@@ -87,3 +93,19 @@ def test_the_start_skew_is_first_to_last_release_and_in_the_json() -> None:
     burst = BurstResult("write", tuple(records_from_results([early, late], host="node-a")))
     assert burst.start_skew_s == pytest.approx(0.0007)
     assert burst.to_json()["start_skew_s"] == pytest.approx(0.0007)
+
+
+def test_a_saves_span_ends_with_the_coordinators_commit_but_the_slowest_rank_is_a_rank() -> None:
+    """The coordinator's .metadata ends a save by construction: the span counts it, while
+    ``slowest`` names the rank that finished last and ``commit`` the coordinator's write."""
+    ranks = [
+        RankRecord(0, 0, "h", 10, 0.0, 2.0, {"write": 2.0}),
+        RankRecord(1, 1, "h", 10, 0.0, 3.0, {"write": 3.0}),
+        RankRecord(0, 2, "h", 1, 3.0, 3.5, {"write": 0.5}, extra={"coordinator": True}),
+    ]
+    burst = BurstResult("write", tuple(ranks))
+    assert burst.span_s == 3.5
+    assert burst.slowest is ranks[1]
+    assert burst.commit is ranks[2]
+    assert BurstResult("write", tuple(ranks[:2])).commit is None
+    assert burst.start_skew_s == 0.0  # the commit starts after the ranks: not a release

@@ -12,7 +12,8 @@ import pytest
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.target import local_fs_facts
-from ckptgate.workloads.readback import readback_assignment, run_readback
+from ckptgate.workloads.fileplan import dcp_plan, shard_files
+from ckptgate.workloads.readback import file_records, readback_assignment, run_readback
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
 RANKS = 3
@@ -153,3 +154,43 @@ def test_a_missing_shard_names_the_rank_and_the_file(
     with pytest.raises(RankFailure, match=f"global rank {gone.global_rank}") as failure:
         run_readback(pool, FS, shards, timeout_s=60)
     assert gone.path in str(failure.value)
+
+
+@pytest.fixture
+def split_shards(pool: RankPool, directory: Path) -> list[ShardFile]:
+    """Three ranks' shards written as two files each (checkpoint.files_per_rank=2)."""
+    plan = dcp_plan([10, 11, 12], list(SIZES), 2, ranks=13, metadata_bytes=0)
+    files = shard_files(plan, str(directory), 4242, TRANSFER_BYTES)
+    run_write_burst(pool, FS, files, timeout_s=60)
+    return files
+
+
+def test_each_rank_reads_all_of_another_ranks_files(
+    pool: RankPool, split_shards: list[ShardFile]
+) -> None:
+    result = run_readback(pool, FS, split_shards, timeout_s=60)
+    assert result.burst.total_bytes == sum(SIZES)
+    for record in result.burst.ranks:
+        mine = [s.path for s in split_shards if s.global_rank == record.global_rank]
+        assert [f["path"] for f in record.extra["files"]] == mine
+        assert record.extra["written_by_local_rank"] != record.rank
+    assert sorted(f["path"] for f in file_records(result.burst)) == sorted(
+        s.path for s in split_shards
+    )
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["buffered", "direct"])
+def test_a_corrupted_byte_in_a_later_file_names_that_file_and_its_own_offset(
+    pool: RankPool, split_shards: list[ShardFile], direct: bool
+) -> None:
+    """A rank's second file continues its stamps: the failure still names the file offset."""
+    victim, offset = split_shards[3], 654_321  # rank 11's second file, stamps from 1.25 MB on
+    assert victim.stamp_offset > 0
+    with open(victim.path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)
+        handle.seek(offset)
+        handle.write(bytes([byte[0] ^ 0x40]))
+    with pytest.raises(RankFailure, match="DataMismatch") as failure:
+        run_readback(pool, FS, split_shards, timeout_s=60, direct=direct)
+    assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)

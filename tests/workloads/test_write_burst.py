@@ -1,5 +1,5 @@
-"""The write burst: one file per rank, every byte written; the load generator's burst goes
-through the same write calls into a sink that discards."""
+"""The write burst: each rank's files (one, or files_per_rank), every byte written; the load
+generator's burst goes through the same write calls into a sink that discards."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from ckptgate.engine.datagen import BLOCK_BYTES
 from ckptgate.engine.pool import RankPool
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.workloads.fileplan import dcp_plan, shard_files
+from ckptgate.workloads.readback import file_records, run_readback
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
 MiB = 2**20
@@ -53,3 +56,33 @@ def test_the_target_burst_writes_every_byte_and_fsyncs(pool: RankPool, tmp_path:
     assert [Path(s.path).stat().st_size for s in shards] == [3 * MiB + 5] * 2
     assert all(r.extra["fsynced"] for r in burst.ranks)
     assert [list(r.phases_s) for r in burst.ranks] == [["open", "write", "fsync", "close"]] * 2
+
+
+def test_each_rank_writes_its_files_per_rank_as_dcp_names_them(
+    pool: RankPool, tmp_path: Path
+) -> None:
+    """checkpoint.files_per_rank=3: each rank's shard as three files, every block unique, and
+    the record reports each file."""
+    plan = dcp_plan([0, 1], [3 * MiB + 5, 2 * MiB], 3, ranks=2, metadata_bytes=0)
+    shards = shard_files(plan, str(tmp_path), 7, MiB)
+    burst = run_write_burst(pool, LOCAL, shards, 60)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f"__{g}_{i}.distcp" for g in (0, 1) for i in range(3)
+    )
+    assert [s.bytes for s in shards] == [MiB + 2, MiB + 2, MiB + 1, 699051, 699051, 699050]
+    assert all(Path(s.path).stat().st_size == s.bytes for s in shards)
+    assert [r.bytes for r in burst.ranks] == [3 * MiB + 5, 2 * MiB]
+    for record in burst.ranks:
+        mine = [s for s in shards if s.global_rank == record.global_rank]
+        assert [f["path"] for f in record.extra["files"]] == [s.path for s in mine]
+        assert [f["bytes"] for f in record.extra["files"]] == [s.bytes for s in mine]
+        assert list(record.phases_s) == ["open", "write", "fsync", "close"]  # summed per file
+    blocks = [
+        Path(s.path).read_bytes()[o : o + BLOCK_BYTES]
+        for s in shards
+        for o in range(0, s.bytes - BLOCK_BYTES, BLOCK_BYTES)
+    ]
+    assert len(set(blocks)) == len(blocks)  # no two files of a rank hold the same bytes
+    read = run_readback(pool, LOCAL, shards, 60)
+    assert read.burst.total_bytes == plan.shard_bytes  # and each verifies as written
+    assert len(file_records(read.burst)) == len(shards)
