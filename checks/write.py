@@ -258,7 +258,13 @@ class WriteCampaign:
             if metadata is None:
                 return None
             with ctx.pool.alone():
-                written = run_write_burst(ctx.pool, ctx.target.fs_spec, [metadata], self.timeout_s)
+                written = run_write_burst(
+                    ctx.pool,
+                    ctx.target.fs_spec,
+                    [metadata],
+                    self.timeout_s,
+                    phase="commit .metadata",
+                )
                 read = run_readback(
                     ctx.pool, ctx.target.fs_spec, [metadata], self.timeout_s, shift=0
                 )

@@ -174,15 +174,18 @@ def run_write_burst(
     *,
     fsync: bool = True,
     sink: str = "target",
+    phase: str | None = None,
 ) -> BurstResult:
     """Write ``shards`` from a common start, each lane of files (``lanes``: one rank's files
-    per local rank while the pool has enough) by one local rank; returns the burst's records."""
+    per local rank while the pool has enough) by one local rank; returns the burst's records.
+    ``phase`` names it in the live line and the bandwidth series (default: ``write burst``, or
+    ``generate`` into the sink)."""
     groups = lanes(shards, pool.ranks)
     labels = [lane_label(lane) for lane in groups]
     kwargs = [{"files": lane} for lane in groups]
     shared = {"fs": fs, "fsync": fsync, "sink": sink}
     expect = Expected(
-        "write burst" if sink == "target" else "generate",
+        phase or ("write burst" if sink == "target" else "generate"),
         rank_bytes=tuple(sum(f.bytes for f in lane) for lane in groups),
         rank_files=tuple(len(lane) for lane in groups),
     )
