@@ -27,6 +27,7 @@ from ckptgate.engine.pool import RankFailure
 from ckptgate.engine.records import BurstResult, merge_nodes
 from ckptgate.report.gate import Item, judge
 from ckptgate.sizing import format_bytes, format_rate, format_seconds
+from ckptgate.storage.object_store import ObjectStore
 from ckptgate.workloads.readback import run_readback
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst, shard_file_name
 
@@ -264,7 +265,7 @@ def stall_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words: s
     ctx = campaign.ctx
     slowest = burst.slowest
     budget = ctx.sizing.requirements["stall_budget_s"]
-    phases = ", ".join(f"{k} {format_seconds(v)}" for k, v in slowest.phases_s.items())
+    phases = phase_words(slowest.phases_s, ctx.target.store)
     return judge(
         id=id,
         measured=burst.span_s,
@@ -277,6 +278,16 @@ def stall_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words: s
         f"{phases}); {words}; {ctx.plan.scale()}",
         scope=ctx.plan.scope(),
     )
+
+
+def phase_words(phases_s: dict[str, float], store: ObjectStore | None) -> str:
+    """A rank's phases and their times; on an object store the fsync phase is named for what
+    it is (there is none: the object is committed on close), not shown as a time."""
+    return ", ".join(
+        store.fsync_words if store is not None and name == "fsync" else
+        f"{name} {format_seconds(seconds)}"
+        for name, seconds in phases_s.items()
+    )  # fmt: skip
 
 
 def persist_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words: str) -> Item:
@@ -300,7 +311,7 @@ def persist_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words:
         unit="B/s",
         detail=f"{ctx.profile.name}: {planned.formula}; this run: {format_bytes(played)} / "
         f"{checkpoint.interval_s:g} s x {checkpoint.async_headroom:g} headroom; {words}; "
-        f"{ctx.plan.scale()}",
+        f"{ctx.plan.scale()}{_persisted_words(ctx.target.store)}",
         scope=ctx.plan.scope(),
     )
     if not item.passed and burst.aggregate_bytes_per_s >= minimum:
@@ -309,6 +320,12 @@ def persist_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words:
             "only without contention"
         )
     return item
+
+
+def _persisted_words(store: ObjectStore | None) -> str:
+    if store is None:
+        return ""
+    return f"; persisted means the upload completed on close ({store.fsync_words})"
 
 
 def _rounds_words(campaign: WriteCampaign) -> str:

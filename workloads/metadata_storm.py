@@ -12,7 +12,8 @@ files, spread over this node's rank processes), in four phases, each from a comm
   ``.metadata`` and fsyncs the directory (the rename is durable only then);
 - ``list`` and ``stat``: what a restore does first: list the directory (one rank), then stat
   every file (split over the ranks);
-- ``unlink``: the retention delete storm: every file of an older checkpoint removed.
+- ``unlink``: the retention delete storm: every file of an older checkpoint removed (on an
+  object store in bulk delete requests, S3 DeleteObjects through s3fs, each request timed).
 
 Every operation is timed on its own (``time.perf_counter``), so each phase reports its rate
 over the common span and per-operation latency percentiles (``ckptgate.engine.latency``).
@@ -245,7 +246,7 @@ def list_task(ctx: RankContext, *, fs: BackendSpec, directory: str) -> RankResul
 
 
 def _timed_each(
-    ctx: RankContext, op: str, paths: list[str], call: Callable[[str], Any]
+    ctx: RankContext, op: str, paths: Sequence[Any], call: Callable[[Any], Any]
 ) -> tuple[RankResult, list[Any]]:
     """Apply ``call`` to each path from the common start, reading the clock after each call.
 
@@ -259,7 +260,7 @@ def _timed_each(
     phases = PhaseMarks.start(ctx)
     stamps[0] = clock()
     for n, path in enumerate(paths):
-        progress(files=n, phase=op, path=path)
+        progress(files=n, phase=op, path=path if isinstance(path, str) else path[0])
         results[n] = call(path)
         stamps[n + 1] = clock()
     progress(files=len(paths), phase="done")
@@ -280,8 +281,21 @@ def stat_task(ctx: RankContext, *, fs: BackendSpec, paths: list[str]) -> RankRes
 
 
 def unlink_task(ctx: RankContext, *, fs: BackendSpec, paths: list[str]) -> RankResult:
-    """Rank task: remove each of ``paths`` from the common start (the retention delete storm)."""
-    return _timed_each(ctx, "unlink", paths, fs.open().unlink)[0]
+    """Rank task: remove ``paths`` from the common start (the retention delete storm).
+
+    Where the backend has a bulk delete (an object store: S3 DeleteObjects through s3fs's
+    ``rm``), the paths go in requests of ``batch_delete_keys`` keys, as a checkpoint manager
+    deleting a retired step does, and each request is timed (``delete_batch``); elsewhere one
+    unlink per file (``unlink``).
+    """
+    backend = fs.open()
+    keys = backend.batch_delete_keys
+    if not keys:
+        return _timed_each(ctx, "unlink", paths, backend.unlink)[0]
+    batches = [paths[i : i + keys] for i in range(0, len(paths), keys)]
+    record = _timed_each(ctx, "delete_batch", batches, backend.unlink_batch)[0]
+    extra = {**record.extra, "files": len(paths), "requests": len(batches), "keys": keys}
+    return dataclasses.replace(record, extra=extra)
 
 
 # --- results and drivers ----------------------------------------------------------------------
