@@ -58,7 +58,7 @@ def parse_value(key: str, raw: str) -> Any:
         value = _PYTHON[text]
     elif text.lower() in ("true", "false", "null") or _NUMBER.match(text):
         value = json.loads(text.lower())
-    elif text[:1] in '{["':
+    elif text and text[0] in '{["':
         try:
             value = json.loads(text)
         except ValueError as error:

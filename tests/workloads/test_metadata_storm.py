@@ -26,6 +26,7 @@ from ckptgate.workloads.metadata_storm import (
     storm_files,
 )
 from ckptgate.workloads.write_burst import shard_file_name
+from tests.s3server import S3Server
 
 RANKS = 3
 RUN_ID = 20261129
@@ -179,3 +180,26 @@ def test_storm_files_follow_dcps_names_in_global_order(files: int, per_rank: int
         divmod(n, per_rank) for n in range(files)
     ]
     assert all(f.path == f"/ckpt/__{f.global_rank}_{f.index}.distcp" for f in planned)
+
+
+def test_on_s3_the_delete_storm_sends_batch_deletes_and_removes_every_key(
+    pool: RankPool, s3: S3Server
+) -> None:
+    """An object store deletes in bulk (S3 DeleteObjects through s3fs's rm): one timed request
+    per rank's batch, not one per key, and every key of the checkpoint is gone after."""
+    spec = BackendSpec("s3", s3.storage_options)
+    filesystem = s3.filesystem()
+    directory = f"{s3.bucket}/storm-{RUN_ID}"
+    paths = [f"{directory}/{shard_file_name(rank, 0)}" for rank in range(31)]
+    kept = f"{directory}/kept"
+    for path in [*paths, kept]:
+        filesystem.pipe_file(path, b"x")
+    try:
+        phase = run_delete_storm(pool, spec, paths, 60)
+        assert phase.ops == 31
+        assert set(phase.latencies) == {"delete_batch"}
+        assert phase.latencies["delete_batch"].count == RANKS  # one request per rank's batch
+        filesystem.invalidate_cache()
+        assert filesystem.ls(directory, detail=False) == [kept]
+    finally:
+        filesystem.rm(directory, recursive=True)
