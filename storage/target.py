@@ -137,15 +137,15 @@ class Target:
         ``storage_options`` set it (``ckptgate.storage.object_store.part_size``)."""
         self.url = url
         options = dict(storage_options or {})
+        self.part: PartSize | None = None
+        """The upload part size on an object store (None elsewhere, or not asked)."""
         try:
             filesystem, root = fsspec.core.url_to_fs(url, **options)
             protocol = filesystem.protocol
             name = protocol if isinstance(protocol, str) else protocol[0]
-            self.part: PartSize | None = None
-            """The upload part size on an object store (None elsewhere, or not asked)."""
             if transfer_bytes is not None:
                 tied, self.part = part_size(name, options, transfer_bytes)
-                if tied != options:
+                if tied != options:  # the filesystem again, with the part size it will use
                     options = tied
                     filesystem, root = fsspec.core.url_to_fs(url, **options)
         except (ValueError, ImportError, TypeError) as error:
@@ -153,7 +153,7 @@ class Target:
         self.store: ObjectStore | None = object_store(name)
         """The object store under the target (None for a filesystem): what the report labels."""
         # what rank processes get to reach the target (the backend is chosen from the protocol)
-        self.fs_spec = BackendSpec(protocol if isinstance(protocol, str) else protocol[0], options)
+        self.fs_spec = BackendSpec(name, options)
         self.fs: AbstractFileSystem = filesystem
         self.root = root.rstrip("/") or "/"
         self.run_dir: str | None = None
