@@ -243,6 +243,7 @@ class WriteCampaign:
     def section(self) -> dict[str, Any]:
         """The report's ``write`` section: the slowest round, every round's span, the rest."""
         worst = self.worst()
+        store = self.ctx.target.store
         return {
             **worst.to_json(),
             "rounds": len(self.bursts),
@@ -253,6 +254,8 @@ class WriteCampaign:
             "generator_bytes_per_s": self.generator_burst().aggregate_bytes_per_s,
             "verified_earlier_rounds_bytes": self.verified_bytes,
             "capped": self.ctx.plan.capped,
+            # on an object store the ranks' "fsync" phase is a flush that makes nothing durable
+            "fsync": store.fsync_words if store else "fsync before close",
         }
 
 

@@ -60,6 +60,9 @@ def test_the_suite_passes_on_s3_with_every_object_store_label(s3: S3Server, tmp_
     assert "commit is copy and delete" in items["metadata-create-rate"]["detail"]
     assert "S3 DeleteObjects through s3fs rm" in items["metadata-delete"]["detail"]
     assert set(data["metadata"]["delete"]["latency_s"]) == {"delete_batch"}
+    assert data["write"]["fsync"].startswith("fsync not applicable on object store")
+    for read in ("restart-read", "resharded-restore"):
+        assert "every read goes to the store: residency not applicable" in items[read]["detail"]
 
     # The run removed exactly what it made: nothing is left under the prefix.
     filesystem = s3.filesystem()
