@@ -1,17 +1,22 @@
-"""The suite's drivers against fio on the same target, interleaved, as ratios.
+"""The suite's drivers against fio, IOR and mdtest on the same target, interleaved, as ratios.
 
     ckptgate bench write --target /dev/shm --ranks 4 --bytes-per-rank 256MiB \\
-        --transfer 4MiB --repeats 5
+        --transfer 4MiB --repeats 5 [--peer ior]
 
-Each repeat runs the suite, then fio, with the same ranks, files, sizes and transfer size, so
-that the noise of a shared machine falls on both alike; the verdict is the median of the
-per-repeat ratios suite/fio, never an absolute time. Everything either side writes lies in a
-new run directory under ``--target``; files are registered before they are created and removed
-(untimed) between repeats, and the run directory goes at the end, also on failure.
+Each repeat runs the suite and the peer, with the same ranks, files, sizes and transfer size,
+so that the noise of a shared machine falls on both alike; the verdict is the median of the
+per-repeat ratios suite/peer, never an absolute time (``ckptgate.benchmarks.pairs``).
+Everything either side writes lies in a new run directory under ``--target``; files are
+registered before they are created and removed (untimed) between repeats, and the run
+directory goes at the end, also on failure.
 
-``write`` (issue 3): the write burst against ``rw=write``, one file per job, fsync on close.
-``read`` (issue 4): the readback against ``rw=read`` of the same files, same cache treatment.
-``create`` (issue 5): the metadata storm's create+close rate against ``ioengine=filecreate``.
+``write`` (issues 3, 16): the write burst against fio's ``rw=write`` (one file per job, fsync
+on close) or IOR's ``-w -e`` (``--peer ior``).
+``read`` (issues 4, 16): the readback against fio's ``rw=read`` of the same files, same cache
+treatment, or IOR's ``-r -E -C`` of its own files with its pages dropped alike.
+``create`` (issue 5): the metadata storm's create+close rate against fio's ``filecreate``.
+``metadata`` (issue 16): the storm's create, stat and unlink phases against mdtest's
+``-F -C -T -r``, three comparisons from the same repeats.
 """
 
 from __future__ import annotations
@@ -19,22 +24,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
 import secrets
-import statistics
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from ckptgate.benchmarks import fio
+from ckptgate.benchmarks import fio, hpc
+from ckptgate.benchmarks.pairs import (
+    Comparison,
+    Pair,
+    PeerError,
+    render,
+    timed_pairs,
+)
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import BurstResult
 from ckptgate.sizing.units import GB, KB, MB, GiB, KiB, MiB
+from ckptgate.storage import pagecache
 from ckptgate.storage.target import Target, TargetError
-from ckptgate.workloads.metadata_storm import StormResult, run_metadata_storm, storm_files
+from ckptgate.workloads.metadata_storm import (
+    run_delete_storm,
+    run_metadata_storm,
+    run_restore_listing,
+    storm_files,
+)
 from ckptgate.workloads.readback import ReadResult, run_readback
 from ckptgate.workloads.write_burst import (
     ShardFile,
@@ -42,16 +57,6 @@ from ckptgate.workloads.write_burst import (
     run_write_burst,
     shard_file_name,
 )
-
-TARGET_RATIO = {
-    # (kind, memory-backed target?) -> the issue's target for the median ratio suite/fio
-    ("write", True): 0.95,
-    ("write", False): 0.95,
-    ("read", True): 0.95,
-    ("read", False): 0.95,
-    ("create", True): 0.8,
-    ("create", False): 0.95,
-}
 
 _UNITS = {
     # fio's own suffixes (k, m, g) are binary; the constants are ckptgate.sizing.units'
@@ -113,10 +118,25 @@ class BenchSettings:
     """fio's jobs as processes (fio's default) instead of threads (``fio.SCHEDULING``)."""
     fio: str = "fio"
     """fio's name on PATH, or its path (``--fio``)."""
+    peer: str | None = None
+    """The tool on the other side (``--peer``): fio or ior for write and read, fio for
+    create, mdtest for metadata; None: the kind's first (``PEERS``)."""
+    ior: str | None = None
+    """IOR's path (``--ior``); None: ior on PATH."""
+    mdtest: str | None = None
+    """mdtest's path (``--mdtest``); None: mdtest on PATH."""
 
     def __post_init__(self) -> None:
         if self.ranks < 1 or self.repeats < 1 or self.warmup < 0:
             raise ValueError("--ranks and --repeats must be positive, --warmup not negative")
+
+    def peer_for(self, kind: str) -> str:
+        """The peer tool this comparison runs against; ``ValueError`` for one the kind lacks."""
+        allowed = PEERS[kind]
+        peer = self.peer or allowed[0]
+        if peer not in allowed:
+            raise ValueError(f"--peer {peer}: {kind} compares with {' or '.join(allowed)}")
+        return peer
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BenchSettings:
@@ -135,6 +155,9 @@ class BenchSettings:
             timeout_s=args.timeout_s,
             fio_processes=args.fio_processes,
             fio=args.fio or "fio",
+            peer=args.peer,
+            ior=args.ior,
+            mdtest=args.mdtest,
         )
 
 
@@ -147,177 +170,6 @@ def idle_rank_task(ctx: RankContext) -> dict[str, Any]:
         "peak_rss_bytes": peak_rss_bytes(),
         "rss_bytes": resident_pages * os.sysconf("SC_PAGE_SIZE"),
     }
-
-
-SuiteRun = TypeVar("SuiteRun")
-FioRun = TypeVar("FioRun")
-
-
-def timed_pairs(
-    settings: BenchSettings,
-    prefix: str,
-    suite: Callable[[str], SuiteRun],
-    peer: Callable[[str], FioRun],
-) -> Iterator[tuple[SuiteRun, FioRun, str]]:
-    """Run ``settings.warmup`` untimed pairs, then yield ``settings.repeats`` timed ones:
-    (suite's result, fio's result, which side went first). Each side gets the repeat's tag
-    (``{prefix}K``, or ``warmupK``) to name what it creates.
-
-    The suite runs first on even repeats and fio first on odd ones: whatever the first run
-    leaves behind (a storage cache below the client warmed by its reads, a device still
-    writing back) then falls on each side alike. Each side starts after ``settle_s`` of
-    idle time: a target that throttles with a burst allowance (a cloud or virtual disk) then
-    starts each run with the same allowance, instead of the second run of a pair finding it
-    spent.
-    """
-
-    def settled(run: Callable[[str], Any], tag: str) -> Any:
-        time.sleep(settings.settle_s)
-        return run(tag)
-
-    for repeat in range(-settings.warmup, settings.repeats):
-        tag = f"{prefix}{repeat}" if repeat >= 0 else f"warmup{-repeat}"
-        if repeat % 2 == 0:
-            ours = settled(suite, tag)
-            theirs, first = settled(peer, tag), "suite"
-        else:
-            theirs = settled(peer, tag)
-            ours, first = settled(suite, tag), "fio"
-        if repeat >= 0:
-            yield ours, theirs, first
-
-
-def bootstrap_median_interval(
-    values: Sequence[float], confidence: float = 0.9, resamples: int = 2000, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the median of ``values`` (Efron & Tibshirani 1993,
-    ch. 13): the median of ``resamples`` draws with replacement, its middle ``confidence``."""
-    draw = random.Random(seed)
-    medians = sorted(
-        statistics.median(draw.choices(values, k=len(values))) for _ in range(resamples)
-    )
-    tail = int((1 - confidence) / 2 * resamples)
-    return medians[tail], medians[resamples - 1 - tail]
-
-
-@dataclass
-class Pair:
-    """One repeat: the suite's figure and fio's, in the same unit (bytes/s or files/s)."""
-
-    suite: float | None
-    fio: float
-    suite_detail: dict[str, Any] = field(default_factory=dict)
-    fio_detail: dict[str, Any] = field(default_factory=dict)
-    first: str = "suite"
-    """Which side ran first in this repeat."""
-
-    @property
-    def ratio(self) -> float | None:
-        return None if self.suite is None or self.fio <= 0 else self.suite / self.fio
-
-
-@dataclass
-class Comparison:
-    kind: str
-    unit: str
-    settings: dict[str, Any]
-    memory_backed: bool
-    pairs: list[Pair] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    memory: dict[str, Any] = field(default_factory=dict)
-    run_dir: str | None = None
-
-    @property
-    def target_ratio(self) -> float:
-        return TARGET_RATIO[(self.kind, self.memory_backed)]
-
-    @property
-    def ratios(self) -> list[float]:
-        return [p.ratio for p in self.pairs if p.ratio is not None]
-
-    @property
-    def median_ratio(self) -> float | None:
-        return statistics.median(self.ratios) if self.ratios else None
-
-    @property
-    def median_interval(self) -> tuple[float, float] | None:
-        """90 % bootstrap interval of the median ratio: how far the noise lets it move."""
-        return bootstrap_median_interval(self.ratios) if len(self.ratios) > 1 else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "unit": self.unit,
-            "settings": self.settings,
-            "memory_backed": self.memory_backed,
-            "median_ratio": self.median_ratio,
-            "median_interval_90": self.median_interval,
-            "target_ratio": self.target_ratio,
-            "repeats": [
-                {
-                    "suite": p.suite,
-                    "fio": p.fio,
-                    "ratio": p.ratio,
-                    "first": p.first,
-                    "suite_detail": p.suite_detail,
-                    "fio_detail": p.fio_detail,
-                }
-                for p in self.pairs
-            ],
-            "memory": self.memory,
-            "notes": self.notes,
-            "run_dir": self.run_dir,
-        }
-
-
-def _rate(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    return f"{value / 1e9:8.3f} GB/s" if unit == "bytes/s" else f"{value:10.0f} files/s"
-
-
-def render(comparison: Comparison) -> str:
-    """The table a person reads: per repeat suite, fio, ratio; then the verdict and memory."""
-    settings = ", ".join(f"{k}={v}" for k, v in comparison.settings.items())
-    lines = [
-        f"{comparison.kind}: {settings}",
-        f"{'repeat':>6}  {'first':>5}  {'suite':>15}  {'fio':>15}  ratio",
-    ]
-    for index, pair in enumerate(comparison.pairs):
-        ratio = f"{pair.ratio:.3f}" if pair.ratio is not None else "-"
-        suite, fio_rate = _rate(pair.suite, comparison.unit), _rate(pair.fio, comparison.unit)
-        lines.append(f"{index:>6}  {pair.first:>5}  {suite:>15}  {fio_rate:>15}  {ratio}")
-    median = comparison.median_ratio
-    if median is None:
-        lines.append(f"median ratio suite/fio: - (target >= {comparison.target_ratio})")
-    else:
-        verdict = "meets" if median >= comparison.target_ratio else "BELOW"
-        lines.append(
-            f"median ratio suite/fio: {median:.3f} ({verdict} target >= {comparison.target_ratio}"
-            f"{', memory-backed target' if comparison.memory_backed else ''})"
-        )
-        interval = comparison.median_interval
-        if interval is not None:
-            low, high = interval
-            lines.append(
-                f"90 % bootstrap interval of the median: {low:.3f} to {high:.3f} "
-                f"({len(comparison.ratios)} repeats)"
-            )
-    memory = comparison.memory
-    if memory:
-        transfer = memory["transfer_bytes"]
-        lines.append(
-            f"rank memory: idle peak RSS {memory['idle_peak_rss_bytes'] / 2**20:.1f} MiB, "
-            f"transfer buffer {transfer / 2**20:.1f} MiB"
-        )
-        for rank, peak in enumerate(memory["peak_rss_bytes"]):
-            over = peak - memory["idle_peak_rss_bytes"]
-            lines.append(
-                f"  rank {rank}: peak RSS {peak / 2**20:.1f} MiB = idle + {over / 2**20:.1f} MiB"
-                f" ({over / transfer:.2f} transfer buffers)"
-            )
-    lines.extend(f"note: {note}" for note in comparison.notes)
-    return "\n".join(lines)
 
 
 def _shards(directory: str, ranks: int, size: int, transfer: int, run_id: int) -> list[ShardFile]:
@@ -337,18 +189,55 @@ def _pool_with_idle_rss(ranks: int, timeout_s: float) -> tuple[RankPool, list[di
     return pool, idle
 
 
+PeerFigure = tuple[float, dict[str, Any]]
+"""What one peer run gives a pair: its figure (bytes/s, files/s) and details for the JSON."""
+
+
+def _write_peer(target: Target, settings: BenchSettings, peer: str) -> Callable[[str], PeerFigure]:
+    """One timed write of every rank's file by fio or IOR, in a new directory per repeat."""
+    ranks, size, transfer = settings.ranks, settings.bytes_per_rank, settings.transfer
+
+    def with_fio(tag: str) -> PeerFigure:
+        fio_dir = target.new_dir(f"{tag}-fio")
+        target.register(fio.write_job_paths(fio_dir, ranks))
+        result = fio.run_fio(
+            fio.write_job(fio_dir, ranks, size, transfer, thread=not settings.fio_processes),
+            settings.fio,
+        )
+        target.remove_files(fio.write_job_paths(fio_dir, ranks))
+        if result.total_bytes != ranks * size:
+            raise fio.FioError(f"fio wrote {result.total_bytes} B, expected {ranks * size}")
+        runtimes = [j.runtime_s for j in result.jobs]
+        return result.aggregate_bytes_per_s, {"span_s": result.span_s, "runtimes_s": runtimes}
+
+    def with_ior(tag: str) -> PeerFigure:
+        prefix = f"{target.new_dir(f'{tag}-ior')}/ior"
+        paths = hpc.ior_paths(prefix, ranks)
+        target.register(paths)
+        result = hpc.run_ior(
+            "write", prefix, ranks, size, transfer, ior=settings.ior, timeout_s=settings.timeout_s
+        )
+        target.remove_files(paths)
+        return result.bytes_per_s, result.to_json()
+
+    return with_ior if peer == "ior" else with_fio
+
+
 def compare_write(target: Target, settings: BenchSettings) -> Comparison:
     ranks, size, transfer = settings.ranks, settings.bytes_per_rank, settings.transfer
+    peer_name = settings.peer_for("write")
     comparison = Comparison(
         "write",
         "bytes/s",
         {"target": target.url, "ranks": ranks, "bytes_per_rank": size, "transfer": transfer},
         target.facts.memory_backed,
+        peer_name,
     )
-    target.check_room(ranks * size * 2, "one suite and one fio checkpoint")
+    target.check_room(ranks * size * 2, f"one suite and one {peer_name} checkpoint")
     run_id = secrets.randbits(63)
     pool, idle = _pool_with_idle_rss(ranks, settings.timeout_s)
     peaks = [0] * ranks
+    peer = _write_peer(target, settings, peer_name)
     try:
 
         def suite(tag: str) -> BurstResult:
@@ -359,31 +248,20 @@ def compare_write(target: Target, settings: BenchSettings) -> Comparison:
             target.remove_files([s.path for s in shards])
             return burst
 
-        def peer(tag: str) -> fio.FioResult:
-            fio_dir = target.new_dir(f"{tag}-fio")
-            target.register(fio.write_job_paths(fio_dir, ranks))
-            result = fio.run_fio(
-                fio.write_job(fio_dir, ranks, size, transfer, thread=not settings.fio_processes),
-                settings.fio,
-            )
-            target.remove_files(fio.write_job_paths(fio_dir, ranks))
-            if result.total_bytes != ranks * size:
-                raise fio.FioError(f"fio wrote {result.total_bytes} B, expected {ranks * size}")
-            return result
-
-        for burst, result, first in timed_pairs(settings, "w", suite, peer):
+        for burst, (figure, detail), first in timed_pairs(settings, "w", suite, peer):
             for record in burst.ranks:
                 peaks[record.rank] = max(peaks[record.rank], record.extra["peak_rss_bytes"])
             comparison.pairs.append(
                 Pair(
                     burst.aggregate_bytes_per_s,
-                    result.aggregate_bytes_per_s,
+                    figure,
                     {
                         "span_s": burst.span_s,
+                        "start_skew_s": burst.start_skew_s,
                         "slowest_phases_s": burst.slowest.phases_s,
                         "generate_s_max": max(r.extra["generate_s"] for r in burst.ranks),
                     },
-                    {"span_s": result.span_s, "runtimes_s": [j.runtime_s for j in result.jobs]},
+                    detail,
                     first,
                 )
             )
@@ -398,8 +276,61 @@ def compare_write(target: Target, settings: BenchSettings) -> Comparison:
     return comparison
 
 
+def _read_peer(
+    target: Target, settings: BenchSettings, peer: str, suite_paths: list[str]
+) -> Callable[[str], PeerFigure]:
+    """One timed read by fio (of the suite's files) or IOR (of its own, written once here,
+    untimed); either way rank i reads the file rank i + shift wrote, its pages dropped
+    first as the suite's readback drops them."""
+    ranks, size, transfer = settings.ranks, settings.bytes_per_rank, settings.transfer
+    if peer == "fio":
+        order = [suite_paths[(rank + settings.shift) % ranks] for rank in range(ranks)]
+        job = fio.read_job(
+            order,
+            size,
+            transfer,
+            direct=settings.direct,
+            invalidate=True,
+            thread=not settings.fio_processes,
+        )
+
+        def with_fio(_tag: str) -> PeerFigure:
+            result = fio.run_fio(job, settings.fio)
+            if result.total_bytes != ranks * size:
+                raise fio.FioError(f"fio read {result.total_bytes} B, expected {ranks * size}")
+            return result.aggregate_bytes_per_s, {"span_s": result.span_s}
+
+        return with_fio
+
+    prefix = f"{target.new_dir('read-ior')}/ior"
+    paths = hpc.ior_paths(prefix, ranks)
+    target.register(paths)
+    hpc.run_ior(
+        "write", prefix, ranks, size, transfer, ior=settings.ior, timeout_s=settings.timeout_s
+    )
+
+    def with_ior(_tag: str) -> PeerFigure:
+        for path in paths:
+            pagecache.drop_pages(path)
+        result = hpc.run_ior(
+            "read",
+            prefix,
+            ranks,
+            size,
+            transfer,
+            shift=settings.shift,
+            direct=settings.direct,
+            ior=settings.ior,
+            timeout_s=settings.timeout_s,
+        )
+        return result.bytes_per_s, result.to_json()
+
+    return with_ior
+
+
 def compare_read(target: Target, settings: BenchSettings) -> Comparison:
     ranks, size, transfer = settings.ranks, settings.bytes_per_rank, settings.transfer
+    peer_name = settings.peer_for("read")
     comparison = Comparison(
         "read",
         "bytes/s",
@@ -412,8 +343,10 @@ def compare_read(target: Target, settings: BenchSettings) -> Comparison:
             "direct": settings.direct,
         },
         target.facts.memory_backed,
+        peer_name,
     )
-    target.check_room(ranks * size, "one checkpoint to read back")
+    copies = 2 if peer_name == "ior" else 1
+    target.check_room(ranks * size * copies, "the checkpoints to read back")
     run_id = secrets.randbits(63)
     pool = RankPool(ranks)
     try:
@@ -421,18 +354,10 @@ def compare_read(target: Target, settings: BenchSettings) -> Comparison:
         shards = _shards(directory, ranks, size, transfer, run_id)
         target.register([s.path for s in shards])
         run_write_burst(pool, target.fs_spec, shards, settings.timeout_s)  # untimed: the files
-        # Rank i reads what rank i+shift wrote, as the suite's readback does.
-        order = [shards[(rank + settings.shift) % ranks].path for rank in range(ranks)]
-        job = fio.read_job(
-            order,
-            size,
-            transfer,
-            direct=settings.direct,
-            invalidate=True,
-            thread=not settings.fio_processes,
-        )
+        peer = _read_peer(target, settings, peer_name, [s.path for s in shards])
 
         def suite(_tag: str) -> ReadResult:
+            # Rank i reads what rank i+shift wrote, as the suite's readback does.
             return run_readback(
                 pool,
                 target.fs_spec,
@@ -443,19 +368,14 @@ def compare_read(target: Target, settings: BenchSettings) -> Comparison:
                 drop_cache=True,
             )
 
-        def peer(_tag: str) -> fio.FioResult:
-            result = fio.run_fio(job, settings.fio)
-            if result.total_bytes != ranks * size:
-                raise fio.FioError(f"fio read {result.total_bytes} B, expected {ranks * size}")
-            return result
-
-        for read, result, first in timed_pairs(settings, "r", suite, peer):
+        for read, (figure, detail), first in timed_pairs(settings, "r", suite, peer):
             comparison.pairs.append(
                 Pair(
                     read.burst.aggregate_bytes_per_s,
-                    result.aggregate_bytes_per_s,
+                    figure,
                     {
                         "span_s": read.burst.span_s,
+                        "start_skew_s": read.burst.start_skew_s,
                         "resident_fraction": read.resident_fraction,
                         "memory_backed": read.memory_backed,
                         "direct": read.direct,
@@ -470,7 +390,7 @@ def compare_read(target: Target, settings: BenchSettings) -> Comparison:
                             for r in read.burst.ranks
                         ],
                     },
-                    {"span_s": result.span_s},
+                    detail,
                     first,
                 )
             )
@@ -480,70 +400,136 @@ def compare_read(target: Target, settings: BenchSettings) -> Comparison:
 
 
 def compare_create(target: Target, settings: BenchSettings) -> Comparison:
+    """The storm's create+close rate against fio's ``filecreate``."""
+    return compare_storm(target, settings, "create")[0]
+
+
+def compare_metadata(target: Target, settings: BenchSettings) -> list[Comparison]:
+    """The storm's create, stat and unlink against mdtest's ``-F -C -T -r``."""
+    return compare_storm(target, settings, "metadata")
+
+
+def _suite_storm(
+    target: Target, settings: BenchSettings, pool: RankPool, run_id: int, phases: tuple[str, ...]
+) -> Callable[[str], dict[str, tuple[float, dict[str, Any]]]]:
+    """One storm in a new directory: a pure create+close (fio's filecreate, mdtest's ``-C``
+    without ``-w``), then, where asked, a stat of every file and an unlink of every file,
+    each phase from a common start over the pool's ranks."""
     ranks, files = settings.ranks, settings.files
     per_rank = -(-files // ranks)
-    comparison = Comparison(
-        "create",
-        "files/s",
-        {"target": target.url, "ranks": ranks, "files": per_rank * ranks},
-        target.facts.memory_backed,
-    )
+
+    def suite(tag: str) -> dict[str, tuple[float, dict[str, Any]]]:
+        suite_dir = target.new_dir(f"{tag}-suite")
+        files_ = storm_files(suite_dir, per_rank * ranks, per_rank)
+        paths = [f.path for f in files_]
+        target.register(paths)
+        storm = run_metadata_storm(
+            pool,
+            target.fs_spec,
+            suite_dir,
+            files_,
+            settings.timeout_s,
+            run_id=run_id,
+            write_bytes=0,
+            fsync=False,
+            commit=False,
+        )
+        figures = {
+            "create": (
+                storm.create_close_rate_per_s,
+                {"span_s": storm.create.span_s, "io": storm.io},
+            )
+        }
+        if "stat" in phases:
+            listing = run_restore_listing(pool, target.fs_spec, suite_dir, settings.timeout_s)
+            figures["stat"] = (listing.stat.rate_per_s, {"span_s": listing.stat.span_s})
+        if "unlink" in phases:
+            unlink = run_delete_storm(pool, target.fs_spec, paths, settings.timeout_s)
+            target.forget_removed(paths)
+            figures["unlink"] = (unlink.rate_per_s, {"span_s": unlink.span_s})
+        else:
+            target.remove_files(paths)
+        return figures
+
+    return suite
+
+
+def _storm_peer(
+    target: Target, settings: BenchSettings, peer: str
+) -> Callable[[str], dict[str, tuple[float, dict[str, Any]]]]:
+    ranks, files = settings.ranks, settings.files
+    per_rank = -(-files // ranks)
+
+    def with_fio(tag: str) -> dict[str, tuple[float, dict[str, Any]]]:
+        fio_dir = target.new_dir(f"{tag}-fio")
+        paths = fio.create_job_paths(fio_dir, ranks, per_rank)
+        target.register(paths)
+        result = fio.run_fio(
+            fio.create_job(fio_dir, ranks, per_rank, thread=not settings.fio_processes),
+            settings.fio,
+        )
+        target.remove_files(paths)
+        if result.total_ios != len(paths):
+            raise fio.FioError(f"fio created {result.total_ios} files, expected {len(paths)}")
+        return {"create": (result.aggregate_iops, {"span_s": result.span_s})}
+
+    def with_mdtest(tag: str) -> dict[str, tuple[float, dict[str, Any]]]:
+        directory = target.new_dir(f"{tag}-mdtest")
+        try:
+            result = hpc.run_mdtest(
+                f"{directory}/tree",
+                ranks,
+                per_rank,
+                mdtest=settings.mdtest,
+                timeout_s=settings.timeout_s,
+            )
+        finally:
+            target.claim_tree(directory)  # what a failed mdtest left, for the cleanup
+        return {phase: (rate, {}) for phase, rate in result.rates_per_s.items()}
+
+    return with_mdtest if peer == "mdtest" else with_fio
+
+
+def compare_storm(target: Target, settings: BenchSettings, kind: str) -> list[Comparison]:
+    """``create`` (against fio: one comparison) or ``metadata`` (against mdtest: create,
+    stat and unlink, three comparisons from the same interleaved repeats)."""
+    peer_name = settings.peer_for(kind)
+    phases = ("create",) if kind == "create" else tuple(hpc.MDTEST_PHASES)
+    ranks, files = settings.ranks, settings.files
+    per_rank = -(-files // ranks)
+    facts = {"target": target.url, "ranks": ranks, "files": per_rank * ranks}
+    comparisons = {
+        phase: Comparison(phase, "files/s", dict(facts), target.facts.memory_backed, peer_name)
+        for phase in phases
+    }
     run_id = secrets.randbits(63)
     pool = RankPool(ranks)
     try:
         pool.pids()  # start the ranks before the first timed storm
-
-        def suite(tag: str) -> StormResult:
-            suite_dir = target.new_dir(f"{tag}-suite")
-            files_ = storm_files(suite_dir, per_rank * ranks, per_rank)
-            target.register([f.path for f in files_])
-            # A pure create+close storm, as fio's filecreate: no write, fsync or commit.
-            storm = run_metadata_storm(
-                pool,
-                target.fs_spec,
-                suite_dir,
-                files_,
-                settings.timeout_s,
-                run_id=run_id,
-                write_bytes=0,
-                fsync=False,
-                commit=False,
-            )
-            target.remove_files([f.path for f in files_])
-            return storm
-
-        def peer(tag: str) -> fio.FioResult:
-            fio_dir = target.new_dir(f"{tag}-fio")
-            paths = fio.create_job_paths(fio_dir, ranks, per_rank)
-            target.register(paths)
-            result = fio.run_fio(
-                fio.create_job(fio_dir, ranks, per_rank, thread=not settings.fio_processes),
-                settings.fio,
-            )
-            target.remove_files(paths)
-            if result.total_ios != len(paths):
-                raise fio.FioError(f"fio created {result.total_ios} files, expected {len(paths)}")
-            return result
-
-        for storm, result, first in timed_pairs(settings, "c", suite, peer):
-            comparison.pairs.append(
-                Pair(
-                    storm.create_close_rate_per_s,
-                    result.aggregate_iops,
-                    {"span_s": storm.create.span_s, "io": storm.io},
-                    {"span_s": result.span_s},
-                    first,
-                )
-            )
+        suite = _suite_storm(target, settings, pool, run_id, phases)
+        peer = _storm_peer(target, settings, peer_name)
+        for ours, theirs, first in timed_pairs(settings, "c", suite, peer):
+            for phase, comparison in comparisons.items():
+                (mine, my_detail), (their, their_detail) = ours[phase], theirs[phase]
+                comparison.pairs.append(Pair(mine, their, my_detail, their_detail, first))
     finally:
         pool.close()
-    return comparison
+    return list(comparisons.values())
 
 
-COMPARISONS: dict[str, Callable[[Target, BenchSettings], Comparison]] = {
+PEERS: dict[str, tuple[str, ...]] = {
+    "write": ("fio", "ior"),
+    "read": ("fio", "ior"),
+    "create": ("fio",),
+    "metadata": ("mdtest",),
+}
+"""Each kind's peer tools; the first is the default."""
+
+COMPARISONS: dict[str, Callable[[Target, BenchSettings], Comparison | list[Comparison]]] = {
     "write": compare_write,
     "read": compare_read,
     "create": compare_create,
+    "metadata": compare_metadata,
 }
 
 
@@ -554,7 +540,8 @@ DEFAULTS = BenchSettings()
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ckptgate.benchmarks.compare",
-        description="Compare a suite driver with fio on the same target, interleaved.",
+        description="Compare a suite driver with fio, IOR or mdtest on the same target, "
+        "interleaved.",
     )
     parser.add_argument("kind", choices=sorted(COMPARISONS))
     parser.add_argument("--target", required=True, metavar="DIR", help="a local directory")
@@ -601,8 +588,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="run fio's jobs as processes (fio's default) instead of threads; see fio.SCHEDULING",
     )
     parser.add_argument("--fio", default=None, metavar="PATH", help="default: fio on PATH")
+    parser.add_argument(
+        "--peer", default=None, choices=sorted({p for peers in PEERS.values() for p in peers}),
+        help="the tool to compare with: " + "; ".join(
+            f"{kind}: {' or '.join(peers)}" for kind, peers in PEERS.items()
+        ) + " (default: the first)",
+    )  # fmt: skip
+    parser.add_argument("--ior", default=None, metavar="PATH", help="default: ior on PATH")
+    parser.add_argument("--mdtest", default=None, metavar="PATH", help="default: mdtest on PATH")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the figures here")
     return parser
+
+
+def _peer_version(settings: BenchSettings, peer: str) -> str:
+    """The peer's version (fio) or path (IOR, mdtest, with mpirun); ``PeerError`` if absent."""
+    if peer == "fio":
+        major, minor = fio.fio_version(fio.fio_binary(settings.fio))
+        return f"fio {major}.{minor}"
+    tool = hpc.find_tool(peer, settings.ior if peer == "ior" else settings.mdtest)
+    return f"{tool} under {hpc.find_tool('mpirun')}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -610,35 +614,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = BenchSettings.from_args(args)
+        peer = settings.peer_for(args.kind)
     except ValueError as error:
         parser.error(str(error))
     try:
-        version = fio.fio_version(fio.fio_binary(settings.fio))
+        version = _peer_version(settings, peer)
         target = Target(args.target)
         if not target.is_local:
-            raise TargetError(f"--target {args.target}: fio needs a local (POSIX) directory")
+            raise TargetError(f"--target {args.target}: {peer} needs a local (POSIX) directory")
         target.create_run_dir()
-    except (fio.FioError, TargetError) as error:
+    except (PeerError, TargetError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        comparison = COMPARISONS[args.kind](target, settings)
-    except fio.FioError as error:
+        outcome = COMPARISONS[args.kind](target, settings)
+    except PeerError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     finally:
         report = target.cleanup()
         if report.left:
             print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
-    comparison.settings["fs_type"] = target.facts.fs_type
-    comparison.settings["fio"] = f"{version[0]}.{version[1]}"
-    comparison.settings["fio_jobs"] = "processes" if settings.fio_processes else "threads"
-    comparison.settings["settle_s"] = settings.settle_s
-    comparison.run_dir = target.run_dir
-    print(render(comparison))
+    comparisons = outcome if isinstance(outcome, list) else [outcome]
+    for comparison in comparisons:
+        comparison.settings["fs_type"] = target.facts.fs_type
+        comparison.settings["peer"] = version
+        if peer == "fio":
+            comparison.settings["fio_jobs"] = "processes" if settings.fio_processes else "threads"
+        comparison.settings["settle_s"] = settings.settle_s
+        comparison.run_dir = target.run_dir
+    print("\n\n".join(render(c) for c in comparisons))
     if args.json:
+        figures: Any = (
+            comparisons[0].to_json()
+            if len(comparisons) == 1
+            else {"comparisons": [c.to_json() for c in comparisons]}
+        )
         with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(comparison.to_json(), out, indent=2)
+            json.dump(figures, out, indent=2)
     return 0
 
 

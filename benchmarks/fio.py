@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ckptgate.benchmarks.pairs import PeerError
 from ckptgate.engine.records import per_second
 
 MIN_VERSION = (3, 1)
@@ -41,7 +42,7 @@ bandwidth on tmpfs. As threads, fio's jobs share its session's group, as the ran
 """
 
 
-class FioError(RuntimeError):
+class FioError(PeerError):
     """fio is missing, too old, or a job failed; the message is one line for the user."""
 
 

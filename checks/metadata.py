@@ -4,7 +4,10 @@ listing, and the retention delete storm.
 A checkpoint is ``gpus x files_per_rank`` files in one directory plus the global ``.metadata``
 (PyTorch DCP). At full count by default, every global rank's files are made by this node's
 rank processes (``run.metadata_files`` sets fewer): create, a 4 KiB stamped write, fsync and
-close of each, then ``.metadata`` written and committed by a rename. Two checkpoints are
+close of each, then ``.metadata`` written by one coordinator and committed by a rename. The
+``.metadata`` is as large as PyTorch DCP's for the profile (``dcp_metadata_bytes``: tensors
+and chunks of the layout at the bytes measured on real saves), whatever the storm's file count,
+since one coordinator writes all of it on the save's critical path. Two checkpoints are
 made, as step after step; the restore's listing and stat pass reads the newer, and the
 retention delete storm removes the older while the newer stays.
 
@@ -24,7 +27,7 @@ from typing import Any
 from ckptgate.checks.context import CheckContext
 from ckptgate.cluster.nodes import run_everywhere
 from ckptgate.report.items import Item, judge
-from ckptgate.sizing import format_count, format_seconds
+from ckptgate.sizing import format_bytes, format_count, format_seconds
 from ckptgate.sizing.checklist import BY_ID
 from ckptgate.storage.manifest import FileStamp
 from ckptgate.workloads.metadata_storm import (
@@ -70,12 +73,14 @@ class MetadataRun:
         return max(self.rounds, key=lambda r: r.span_s)
 
     def whole(self) -> bool:
-        """The storm made exactly the files, and the commit left ``.metadata`` and no temp."""
+        """The storm made exactly the files, and the commit left ``.metadata`` (at least DCP's
+        size for the profile: the listing is longer only for a tiny model) and no temp."""
         names = {path.rsplit("/", 1)[-1] for path in self.rounds[-1].files}
         return (
             set(self.listed_names) == names | {METADATA_NAME}
             and set(self.stat_sizes) == names | {METADATA_NAME}
             and all(size > 0 for size in self.stat_sizes.values())
+            and self.stat_sizes[METADATA_NAME] >= self.ctx.sizing.dcp_metadata_bytes
         )
 
     def section(self) -> dict[str, Any]:
@@ -85,6 +90,7 @@ class MetadataRun:
         return {
             "files": self.files,
             "files_per_checkpoint": self.ctx.sizing.files_per_checkpoint,
+            "metadata_bytes": self.ctx.sizing.dcp_metadata_bytes,
             "rounds": [r.to_json() for r in self.rounds],
             "statistic": "slowest round (every checkpoint must commit within its window)",
             "create_rate_per_s": worst.create.rate_per_s,
@@ -162,7 +168,16 @@ def _storm_round(ctx: CheckContext, step: int, files: int) -> StormResult:
 def _commit(ctx: CheckContext, directory: str, planned: list) -> Phase:
     """The coordinator's commit: node 0 alone, so its ranks start without the nodes' gate."""
     with ctx.pool.alone():
-        return run_commit(ctx.pool, ctx.target.fs_spec, directory, planned, ctx.save_timeout_s)
+        return run_commit(
+            ctx.pool,
+            ctx.target.fs_spec,
+            directory,
+            planned,
+            ctx.save_timeout_s,
+            metadata_bytes=ctx.sizing.dcp_metadata_bytes,
+            run_id=ctx.run_id,
+            transfer_bytes=ctx.profile.run.transfer_bytes,
+        )
 
 
 def run_metadata(ctx: CheckContext) -> MetadataRun:
@@ -279,7 +294,8 @@ def create_rate(run: MetadataRun) -> Item:
             f"{profile.name}: {required.formula}; the storm must fit the {window}; "
             f"slowest of {len(run.rounds)} rounds: {format_count(worst.committed_files)} "
             f"files committed in {format_seconds(worst.span_s)} (creates "
-            f"{format_seconds(worst.create.span_s)}, commit "
+            f"{format_seconds(worst.create.span_s)}, commit of a "
+            f"{format_bytes(sizing.dcp_metadata_bytes)} .metadata "
             f"{format_seconds(worst.commit.span_s if worst.commit else 0.0)}), a full "
             f"checkpoint in {format_seconds(projected_s)}; "
             f"{_percentiles(worst.create, ops)}; {_scale(run)}{labels}"
@@ -288,7 +304,10 @@ def create_rate(run: MetadataRun) -> Item:
     )
     if not run.whole():
         item.passed = False
-        item.detail += "; the listing after the commit did not show exactly the storm's files"
+        item.detail += (
+            "; the listing after the commit did not show exactly the storm's files and a "
+            f".metadata of at least {format_bytes(sizing.dcp_metadata_bytes)}"
+        )
     return item
 
 

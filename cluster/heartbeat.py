@@ -17,6 +17,11 @@ Node 0's heartbeat carries its notice: once node 0 named a node (silent, or past
 every beat tells the others, so every node names the same node even while it waits in a
 collective where node 0 does not take part (``shift``).
 
+The other nodes' beats also carry their latest progress (``Heartbeat.progress``, the
+sampler's ``NodeProgress``: a few numbers, pickled with the beat), so node 0 prints the live
+progress of every node and records a bandwidth series per node with no message of its own and
+nothing on the timed path; ``Liveness.progress`` holds the latest per peer.
+
 Needs ``MPI_THREAD_MULTIPLE`` (checked by ``detect_nodes``; without it, deadlines alone).
 """
 
@@ -62,15 +67,25 @@ class Liveness:
         now = clock()
         self._last = dict.fromkeys(hears, now)
         self._notice: str | None = None
+        self._progress: dict[int, Any] = {}
 
-    def seen(self, peer: int, notice: str | None = None) -> None:
-        """A heartbeat from ``peer`` arrived (with node 0's notice, if any)."""
+    def seen(self, peer: int, notice: str | None = None, progress: Any = None) -> None:
+        """A heartbeat from ``peer`` arrived (with node 0's notice, and the peer's latest
+        progress, if any)."""
         now = self.clock()
         with self._lock:
             if peer in self._last:
                 self._last[peer] = now
+                if progress is not None:
+                    self._progress[peer] = progress
             if notice and self._notice is None:
                 self._notice = notice
+
+    def progress(self) -> dict[int, Any]:
+        """Each peer's latest progress as its last beat carried it (peers that sent none are
+        absent)."""
+        with self._lock:
+            return dict(self._progress)
 
     @property
     def notice(self) -> str | None:
@@ -96,7 +111,9 @@ class Heartbeat:
     """The sender and receiver of one node's heartbeats, on ``comm`` (an mpi4py communicator).
 
     ``any_source``: the MPI library's ``MPI.ANY_SOURCE`` (node 0 drains every node's beats).
-    A beat is ``(sender, notice)``: the notice is node 0's (``declare``), None elsewhere.
+    A beat is ``(sender, notice, progress)``: the notice is node 0's (``declare``), None
+    elsewhere; the progress is what ``progress`` returns (set by the plugin on nodes other than
+    0; None: the beat carries none).
     """
 
     def __init__(
@@ -114,6 +131,7 @@ class Heartbeat:
         self.peers = list(range(1, self.count)) if self.index == 0 else [0]
         self.liveness = Liveness(self.peers, clock=clock, refresh=self.drain)
         self.failed: str | None = None
+        self.progress: Callable[[], Any] | None = None
         self._notice: str | None = None
         self._sends: dict[int, Any] = {}
         self._drain_lock = threading.Lock()
@@ -127,7 +145,8 @@ class Heartbeat:
 
     def beat(self) -> None:
         """One heartbeat to each peer whose previous one was delivered (one in flight each)."""
-        payload = (self.index, self._notice)
+        progress = self.progress() if self.progress is not None else None
+        payload = (self.index, self._notice, progress)
         for peer in self.peers:
             request = self._sends.get(peer)
             if request is not None and not request.test()[0]:
@@ -148,8 +167,8 @@ class Heartbeat:
                 message = self.comm.improbe(source=source, tag=HEARTBEAT_TAG)
                 if message is None:
                     break
-                sender, notice = message.recv()
-                self.liveness.seen(sender, notice)
+                sender, notice, *rest = message.recv()
+                self.liveness.seen(sender, notice, rest[0] if rest else None)
                 received += 1
         return received
 

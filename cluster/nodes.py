@@ -152,7 +152,9 @@ class MpiNodes:
         self.index = comm.Get_rank()
         self.count = comm.Get_size()
         self.host = socket.gethostname()
-        self.hosts: list[str] = [self.host]
+        self.hosts: dict[int, str] = {self.index: self.host}
+        """The host names this node knows, by node: every node's on node 0; node 0's and the
+        next node's elsewhere (the peers a node ever waits for), ``learn_hosts``."""
         self.broken: str | None = None
         self.liveness = liveness
         self.heartbeat: Heartbeat | None = None
@@ -290,8 +292,19 @@ class MpiNodes:
             self._sleep(_POLL_S)
 
     def _name(self, node: int) -> str:
-        host = self.hosts[node] if node < len(self.hosts) else "?"
-        return f"node {node} ({host})"
+        return f"node {node} ({self.hosts.get(node, '?')})"
+
+    def learn_hosts(self, timeout_s: float) -> None:
+        """Node 0 learns every node's host name; each other node learns node 0's and the next
+        node's (the peers it waits for): O(N) bytes at node 0, O(1) elsewhere."""
+        gathered, first = self.gather_decide(
+            self.host, lambda hosts: hosts[0], timeout_s, "start-up"
+        )
+        following = (self.index + 1) % self.count
+        self.hosts[0] = first
+        self.hosts[following] = self.shift(self.host, timeout_s, "start-up")
+        if gathered is not None:
+            self.hosts.update(enumerate(gathered))
 
     def gather_decide(
         self, value: Any, decide: Callable[[list[Any]], D], timeout_s: float, what: str
@@ -319,8 +332,8 @@ class MpiNodes:
         return None, decision
 
     def allgather(self, value: Any, timeout_s: float, what: str) -> list[Any]:
-        """Every node's ``value``, in node order, on every node: for the few small values every
-        node needs (start-up facts, votes); bulk data goes through ``gather_decide``."""
+        """Every node's ``value``, in node order, on every node: O(N) bytes on every node, so
+        the suite itself uses ``gather_decide`` (a decision back, not the values)."""
         return self.gather_decide(value, lambda values: values, timeout_s, what)[1]
 
     def barrier(self, timeout_s: float, what: str) -> None:
@@ -463,7 +476,7 @@ def detect_nodes(mode: str = "auto", environ: dict[str, str] | None = None) -> N
             f"MPI gives thread level {names.get(level, level)}, the heartbeat needs "
             "MPI_THREAD_MULTIPLE"
         )
-    nodes.hosts = nodes.allgather(nodes.host, 120.0, "start-up")
+    nodes.learn_hosts(120.0)
     return nodes
 
 

@@ -78,6 +78,24 @@ class GateReport:
             json.dump(self.to_json(), handle, indent=2, default=_json_default)
             handle.write("\n")
 
+    def latency_lines(self) -> list[str]:
+        """One line per burst section that timed its transfers: p50, p99 and max per
+        operation (``transfer_latency_s``), for the terminal beside the table."""
+        data = self.json_data()
+        lines = []
+        for name in ("write", "read", "reshard"):
+            section = data.get(name)
+            latency = section.get("transfer_latency_s") if isinstance(section, dict) else None
+            for op, stats in (latency or {}).items():
+                values = " / ".join(
+                    format_value(stats.get(key), "s") for key in ("p50_s", "p99_s", "max_s")
+                )
+                lines.append(
+                    f"per-transfer latency, {name} burst: {op} p50 / p99 / max {values} "
+                    f"({stats.get('count')} transfers)"
+                )
+        return lines
+
     def table(self) -> list[str]:
         """The verdict line, then one line per checklist item, then scope notes and failures."""
         ordered = sorted(self.items, key=lambda i: sort_key(i.id))

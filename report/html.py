@@ -167,10 +167,27 @@ def _burst_summary(found: Sequence[Burst]) -> str:
                 num(format_value(data.get("aggregate_bytes_per_s"), "B/s")),
                 f"node {slowest.get('node')} rank {slowest.get('global_rank')}: "
                 f"{format_value(slowest.get('total_s'), 's')}",
+                num(_transfer_latency(data.get("transfer_latency_s") or {})),
             ]
         )
-    header = ("burst", "ranks", "bytes", "span", "aggregate", "slowest rank")
+    header = (
+        "burst",
+        "ranks",
+        "bytes",
+        "span",
+        "aggregate",
+        "slowest rank",
+        "per transfer p50 / p99 / max",
+    )
     return table(header, rows)
+
+
+def _transfer_latency(latency: dict[str, dict[str, Any]]) -> str:
+    """``write 12.0 ms / 30.1 ms / 41.0 ms`` per operation the burst timed, or empty."""
+    return "; ".join(
+        f"{op} " + " / ".join(format_value(stats.get(k), "s") for k in ("p50_s", "p99_s", "max_s"))
+        for op, stats in latency.items()
+    )
 
 
 def _rank_table(burst: Burst) -> str:

@@ -4,6 +4,11 @@ No I/O beyond reading the profile file, and no pytest, fsspec or numpy imports.
 """
 
 from ckptgate.sizing.architecture import count_parameters
+from ckptgate.sizing.metadata import (
+    dcp_metadata_bytes,
+    dcp_metadata_chunks,
+    dcp_metadata_tensors,
+)
 from ckptgate.sizing.profile import (
     SHIPPED_PROFILES,
     dump_profile,
@@ -66,6 +71,9 @@ __all__ = [
     "Sizing",
     "UnitError",
     "count_parameters",
+    "dcp_metadata_bytes",
+    "dcp_metadata_chunks",
+    "dcp_metadata_tensors",
     "derive",
     "dump_profile",
     "first_order_waste",

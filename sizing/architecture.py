@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ckptgate.sizing.schema import Architecture
 
+TENSORS_PER_LAYER = 9
+"""Parameter tensors in one block: two RMSNorms, Q, K, V, O, and the MLP's gate, up, down."""
+
 
 def embedding_parameters(arch: Architecture) -> int:
     """Token embedding: vocab x hidden (the output head is the same size, untied)."""

@@ -34,6 +34,7 @@ SHIPPED_PROFILES: tuple[str, ...] = (
     "7b",
     "70b",
     "405b",
+    "405b-meta",
     "tmpfs",
     "mlperf-8b",
     "mlperf-70b",

@@ -58,7 +58,7 @@ class Context:
             text
             for key, text in self.overrides.items()
             for path in paths
-            if key == path or key.startswith(path + ".") or path.startswith(key + ".")
+            if key == path or key.startswith(path + ".") or path.startswith((key + ".", key + "["))
         ]
         if hits:
             return ", ".join(f"--set {text}" for text in dict.fromkeys(hits))
@@ -169,6 +169,8 @@ def _read_field(ctx: Context, f: dataclasses.Field, hint: Any, value: Any, path:
         raise ctx.error(path, value, "must be given", allowed)
     if dataclasses.is_dataclass(hint):
         return build(ctx, hint, value, path)
+    if typing.get_origin(hint) is tuple:
+        return _read_tuple(ctx, f, hint, value, path, optional)
     kind = _kind(f, hint)
     meta = f.metadata
     allowed = _allowed(kind, meta, optional)
@@ -182,6 +184,27 @@ def _read_field(ctx: Context, f: dataclasses.Field, hint: Any, value: Any, path:
         if meta.get("choices") and value not in meta["choices"]:
             raise ctx.error(path, value, "not a known choice", allowed)
         return value
+    return _read_number(ctx, kind, meta, value, path, allowed)
+
+
+def _read_tuple(
+    ctx: Context, f: dataclasses.Field, hint: Any, value: Any, path: str, optional: bool
+) -> tuple[Any, ...]:
+    """A YAML list read into a tuple, each item by the item type's kind and the field's bounds
+    (only ``tuple[X, ...]`` of scalars)."""
+    item = typing.get_args(hint)[0]
+    kind = f.metadata.get("kind") or _kind(f, item)
+    allowed = "a list of " + _allowed(kind, f.metadata, False) + (", or null" if optional else "")
+    if not isinstance(value, list | tuple):
+        raise ctx.error(path, value, "wrong type", allowed)
+    return tuple(
+        _read_number(ctx, kind, f.metadata, v, f"{path}[{i}]", allowed) for i, v in enumerate(value)
+    )
+
+
+def _read_number(
+    ctx: Context, kind: str, meta: dict[str, Any], value: Any, path: str, allowed: str
+) -> Any:
     try:
         number = _convert_scalar(kind, value, f"{ctx.where(path)}: {path}")
     except UnitError as exc:
@@ -245,12 +268,16 @@ def _describe_field(f: dataclasses.Field, hint: Any) -> str:
     if dataclasses.is_dataclass(hint):
         keys = ", ".join(_yaml_key(g) for g in _loaded_fields(hint))
         return f"a mapping with keys {keys}"
+    if typing.get_origin(hint) is tuple:
+        return "a list of " + _allowed(_kind(f, typing.get_args(hint)[0]), f.metadata, optional)
     return _allowed(_kind(f, hint), f.metadata, optional)
 
 
 def _dump_value(f: dataclasses.Field, value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return dump(value)
+    if isinstance(value, tuple):
+        return list(value)
     if f.metadata.get("kind") == "days":
         days = value / DAY_S
         return days if days * DAY_S == value else f"{value!r} s"

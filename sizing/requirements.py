@@ -9,7 +9,15 @@ definitions at other intervals: no formula is written twice.
 
 Write rates and retained capacity use the bytes the ranks actually write (``written_bytes``),
 which equal the checkpoint bytes except under ``replicas_write: all``, where every dp replica
-writes its own copy of the replicated state; restart reads need one copy (checkpoint_bytes).
+writes its own copy of the replicated state, and with fixed extra state per rank
+(cluster.layout); restart reads need one copy (checkpoint_bytes).
+
+The save ends with DCP's global ``.metadata`` (sizing.metadata), written by one coordinator
+after every rank's shards are done: on the critical path, serial. The sync and async write
+requirements therefore count it: the aggregate and async rates move ``save_bytes`` (the shards
+plus the .metadata) in the window, and the per-rank and per-node rates add the .metadata to
+the largest shard and the largest node, since the coordinator writes it after the slowest
+rank has finished, at a rank's (a node's) bandwidth: largest / b + metadata / b <= window.
 """
 
 from __future__ import annotations
@@ -21,6 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptgate.sizing.checklist import modules_measuring
+from ckptgate.sizing.metadata import (
+    DCP_METADATA_BYTES_PER_CHUNK,
+    DCP_METADATA_BYTES_PER_TENSOR,
+    dcp_metadata_bytes,
+    dcp_metadata_chunks,
+    dcp_metadata_tensors,
+)
 from ckptgate.sizing.schema import Profile
 from ckptgate.sizing.shards import ShardDistribution, shard_distribution
 from ckptgate.sizing.units import (
@@ -49,6 +64,10 @@ SRC_DALY = (
     "Daly (2006), A higher order estimate of the optimum checkpoint interval for restart dumps"
 )
 SRC_DCP = "PyTorch Distributed Checkpoint: one file per rank plus .metadata"
+SRC_DCP_METADATA = (
+    "PyTorch DCP pickles one .metadata on the coordinator; bytes per tensor and per chunk "
+    "measured on real saves (tests/dcp/test_metadata.py)"
+)
 
 
 @dataclass(frozen=True)
@@ -181,6 +200,8 @@ class Sizing:
     smallest_shard_bytes: int
     per_node_bytes: float
     largest_node_bytes: int
+    dcp_metadata_bytes: int
+    save_bytes: int
     shard_policy: str
     mtbf_s: float
     interval_s: float
@@ -366,18 +387,15 @@ def weights_only_bytes(b: Basis) -> int:
     lambda b: (
         f"sum of per-rank shards (replicas_write "
         f"{b.profile.cluster.parallelism.replicas_write})"
-        + (
-            f"; {b_(b['checkpoint_bytes'])} checkpoint + replica copies"
-            if b["written_bytes"] != b["checkpoint_bytes"]
-            else ""
-        )
+        + (f"; {b.dist.written_parts()}" if b["written_bytes"] != b["checkpoint_bytes"] else "")
     ),
     SRC_ZERO,
     TEST_WRITE_BURST,
 )
 def written_bytes(b: Basis) -> int:
     """Sum of the per-rank shards (sizing.shards): checkpoint_bytes, plus the replicated state
-    again for every further dp replica under ``replicas_write: all``. Source: ZeRO (2020)."""
+    again for every further dp replica under ``replicas_write: all``, plus every rank's fixed
+    extra state (cluster.layout.extra_state_bytes_per_rank). Source: ZeRO (2020)."""
     return b.dist.written_bytes
 
 
@@ -434,6 +452,39 @@ def per_node_bytes(b: Basis) -> float:
 def largest_node_bytes(b: Basis) -> int:
     """The largest sum of one node's ranks' shards. Source: sizing.shards."""
     return b.dist.largest_node_bytes
+
+
+@define(
+    "DCP .metadata (one coordinator, at commit)",
+    "B",
+    lambda b: (
+        f"{format_count(dcp_metadata_tensors(b.profile))} tensors x "
+        f"{DCP_METADATA_BYTES_PER_TENSOR} B + {format_count(dcp_metadata_chunks(b.profile))} "
+        f"chunks x {DCP_METADATA_BYTES_PER_CHUNK} B"
+    ),
+    SRC_DCP_METADATA,
+    TEST_METADATA_STORM,
+    name="dcp_metadata_bytes",
+)
+def dcp_metadata_bytes_(b: Basis) -> int:
+    """sizing.metadata.dcp_metadata_bytes: tensors x 134 B + chunks x 183 B, chunks from the
+    layout. Source: real DCP saves, tests/dcp/test_metadata.py."""
+    return dcp_metadata_bytes(b.profile)
+
+
+@define(
+    "Bytes per save (shards + .metadata)",
+    "B",
+    lambda b: f"{_written_text(b)} + {b_(b['dcp_metadata_bytes'])} .metadata",
+    SRC_DCP,
+)
+def save_bytes(b: Basis) -> int:
+    """written_bytes + dcp_metadata_bytes: everything one save writes. Source: PyTorch DCP."""
+    return b["written_bytes"] + b["dcp_metadata_bytes"]
+
+
+def _with_metadata(b: Basis, what: str) -> str:
+    return f"({what} + {b_(b['dcp_metadata_bytes'])} .metadata after it)"
 
 
 @define(
@@ -572,65 +623,71 @@ def waste_at_fixed_stall_fraction(b: Basis) -> float:
 @define(
     "Sync write bandwidth (aggregate)",
     "B/s",
-    lambda b: f"{_written_text(b)} / {s_(b['stall_budget_s'])} stall budget",
+    lambda b: f"{b_(b['save_bytes'])} per save / {s_(b['stall_budget_s'])} stall budget",
     SRC_SPEC,
     TEST_WRITE_BURST,
 )
 def sync_write_bytes_per_s(b: Basis) -> float:
-    """written_bytes / stall_budget_s. Source: SPEC.md."""
-    return b["written_bytes"] / b["stall_budget_s"]
+    """save_bytes / stall_budget_s: the shards and the .metadata within the stall.
+    Source: SPEC.md; PyTorch DCP (the .metadata ends the save)."""
+    return b["save_bytes"] / b["stall_budget_s"]
 
 
 @define(
     "Sync write bandwidth per node",
     "B/s",
     lambda b: (
-        f"{b_(b['largest_node_bytes'])} largest node / {s_(b['stall_budget_s'])} stall budget"
+        f"{_with_metadata(b, b_(b['largest_node_bytes']) + ' largest node')} / "
+        f"{s_(b['stall_budget_s'])} stall budget"
     ),
     SRC_SPEC,
     TEST_WRITE_BURST,
 )
 def sync_write_bytes_per_s_per_node(b: Basis) -> float:
-    """largest_node_bytes / stall_budget_s. Source: SPEC.md."""
-    return b["largest_node_bytes"] / b["stall_budget_s"]
+    """(largest_node_bytes + dcp_metadata_bytes) / stall_budget_s: the coordinator's .metadata
+    follows the slowest node. Source: SPEC.md; PyTorch DCP."""
+    return (b["largest_node_bytes"] + b["dcp_metadata_bytes"]) / b["stall_budget_s"]
 
 
 @define(
     "Sync write bandwidth per rank",
     "B/s",
     lambda b: (
-        f"{b_(b['largest_shard_bytes'])} largest shard / {s_(b['stall_budget_s'])} stall budget"
+        f"{_with_metadata(b, b_(b['largest_shard_bytes']) + ' largest shard')} / "
+        f"{s_(b['stall_budget_s'])} stall budget"
     ),
     SRC_SPEC,
     TEST_WRITE_BURST,
 )
 def sync_write_bytes_per_s_per_rank(b: Basis) -> float:
-    """largest_shard_bytes / stall_budget_s. Source: SPEC.md."""
-    return b["largest_shard_bytes"] / b["stall_budget_s"]
+    """(largest_shard_bytes + dcp_metadata_bytes) / stall_budget_s: the coordinator writes the
+    .metadata once the slowest rank is done. Source: SPEC.md; PyTorch DCP."""
+    return (b["largest_shard_bytes"] + b["dcp_metadata_bytes"]) / b["stall_budget_s"]
 
 
 @define(
     "Async persist bandwidth (minimum)",
     "B/s",
-    lambda b: f"{_written_text(b)} / {s_(b['interval_s'])}",
+    lambda b: f"{b_(b['save_bytes'])} per save / {s_(b['interval_s'])}",
     SRC_SPEC,
     TEST_WRITE_BURST,
 )
 def async_persist_min_bytes_per_s(b: Basis) -> float:
-    """written_bytes / T: each checkpoint persisted before the next starts. Source: SPEC.md."""
-    return b["written_bytes"] / b["interval_s"]
+    """save_bytes / T: each checkpoint (shards and .metadata) persisted before the next
+    starts. Source: SPEC.md; PyTorch DCP."""
+    return b["save_bytes"] / b["interval_s"]
 
 
 @define(
     "Async persist bandwidth (planned)",
     "B/s",
-    lambda b: f"{_written_text(b)} / {s_(b['interval_s'])} x {_headroom_text(b)}",
+    lambda b: f"{b_(b['save_bytes'])} per save / {s_(b['interval_s'])} x {_headroom_text(b)}",
     SRC_SPEC,
     TEST_WRITE_BURST,
 )
 def async_persist_planned_bytes_per_s(b: Basis) -> float:
-    """written_bytes / T x async_headroom (contention with training I/O). Source: SPEC.md."""
-    return b["written_bytes"] / b["interval_s"] * b.profile.checkpoint.async_headroom
+    """save_bytes / T x async_headroom (contention with training I/O). Source: SPEC.md."""
+    return b["save_bytes"] / b["interval_s"] * b.profile.checkpoint.async_headroom
 
 
 def _staging_formula(b: Basis) -> str:

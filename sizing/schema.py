@@ -43,6 +43,9 @@ class ModelSpec:
     architecture: Architecture | None
 
 
+REPLICA_POLICIES = ("one", "all", "spread")
+
+
 @dataclass(frozen=True)
 class Parallelism:
     """3D parallelism and who writes state that data-parallel replicas hold in common."""
@@ -51,7 +54,51 @@ class Parallelism:
     pp: int = field(metadata=_POSITIVE)
     dp: int = field(metadata=_POSITIVE)
     zero_stage: int = field(default=1, metadata=meta(ge=0, le=3))
-    replicas_write: str = field(default="spread", metadata=meta(choices=("one", "all", "spread")))
+    replicas_write: str = field(default="spread", metadata=meta(choices=REPLICA_POLICIES))
+
+
+@dataclass(frozen=True)
+class ComponentLayout:
+    """How one component's state (token embedding, output head with the final norm, or the
+    transformer layers) is placed over TP and DP, and who writes what replicas hold in common.
+
+    ``tp``: ``split`` (each tp rank holds 1/tp, Megatron's vocab- and tensor-parallel layers) or
+    ``replicate`` (every tp rank holds it whole; tp rank 0 writes it, as DCP's deduplication of
+    replicated data keeps one copy). ``zero_stage`` and ``replicas_write`` default to
+    ``cluster.parallelism``'s. ``dp_shard`` (default dp): the dp ranks that ZeRO shards this
+    component's sharded state over, as hybrid sharding (HSDP, torchtitan's
+    ``data_parallel_shard_degree``) does: dp rank d is shard d mod dp_shard of replica group
+    d // dp_shard, and the dp / dp_shard groups' copies of a shard are written as
+    ``replicas_write`` says."""
+
+    tp: str = field(default="split", metadata=meta(choices=("split", "replicate")))
+    zero_stage: int | None = field(default=None, metadata=meta(ge=0, le=3))
+    replicas_write: str | None = field(default=None, metadata=meta(choices=REPLICA_POLICIES))
+    dp_shard: int | None = field(default=None, metadata=_POSITIVE)
+
+
+_DEFAULT_COMPONENT = ComponentLayout()
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The checkpoint layout per component (section ``cluster.layout``; every key optional).
+
+    The defaults reproduce the single-policy model: every component split over tp, sharded
+    and written as ``cluster.parallelism`` says, no extra state, layers per stage by
+    sizing.shards.layers_per_stage. ``extra_state_bytes_per_rank``: state every rank saves
+    besides the model and optimizer (RNG, dataloader, LR scheduler), added to each shard.
+    ``layers_per_stage``: explicit transformer layers on each pipeline stage (pp entries
+    summing to model.architecture.layers; 0 allowed)."""
+
+    embedding: ComponentLayout = _DEFAULT_COMPONENT
+    head: ComponentLayout = _DEFAULT_COMPONENT
+    layers: ComponentLayout = _DEFAULT_COMPONENT
+    extra_state_bytes_per_rank: int = field(default=0, metadata=meta("bytes", ge=0))
+    layers_per_stage: tuple[int, ...] | None = field(default=None, metadata=meta(ge=0))
+
+
+COMPONENTS = ("embedding", "head", "layers")
 
 
 @dataclass(frozen=True)
@@ -59,6 +106,7 @@ class ClusterSpec:
     gpus: int = field(metadata=_POSITIVE)
     gpus_per_node: int = field(metadata=_POSITIVE)
     parallelism: Parallelism
+    layout: Layout = field(default_factory=Layout)
 
 
 @dataclass(frozen=True)
@@ -208,7 +256,37 @@ def cross_check(ctx: Context, profile: Profile) -> None:
             f"tp*pp*dp = {par.tp}*{par.pp}*{par.dp} = {par.tp * par.pp * par.dp} "
             f"!= cluster.gpus = {cluster.gpus}; allowed: tp*pp*dp equal to gpus"
         )
-    if model.architecture is not None and par.pp > model.architecture.layers:
+    layout = cluster.layout
+    for name in COMPONENTS:
+        shard = getattr(layout, name).dp_shard
+        if shard is not None and par.dp % shard:
+            raise ctx.error(
+                f"cluster.layout.{name}.dp_shard",
+                shard,
+                f"does not divide cluster.parallelism.dp ({par.dp})",
+                f"a divisor of dp ({par.dp}): dp ranks per replica group",
+            )
+    if layout.layers_per_stage is not None:
+        stages = layout.layers_per_stage
+        key = "cluster.layout.layers_per_stage"
+        if model.architecture is None:
+            raise ctx.error(key, list(stages), "given without model.architecture", "null")
+        if len(stages) != par.pp:
+            raise ctx.error(
+                key,
+                list(stages),
+                f"{len(stages)} stages, cluster.parallelism.pp is {par.pp}",
+                f"a list of {par.pp} layer counts (one per pipeline stage)",
+            )
+        if sum(stages) != model.architecture.layers:
+            raise ctx.error(
+                key,
+                list(stages),
+                f"sums to {sum(stages)} layers, model.architecture.layers is "
+                f"{model.architecture.layers}",
+                f"layer counts summing to {model.architecture.layers}",
+            )
+    elif model.architecture is not None and par.pp > model.architecture.layers:
         raise ctx.error(
             "cluster.parallelism.pp",
             par.pp,

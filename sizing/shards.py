@@ -26,17 +26,20 @@ a tp group is consecutive ranks (one node when tp = gpus_per_node).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from dataclasses import dataclass
 
 from ckptgate.sizing.architecture import (
+    count_parameters,
     embedding_parameters,
     final_norm_parameters,
     layer_parameters,
     output_head_parameters,
 )
-from ckptgate.sizing.schema import Profile
-from ckptgate.sizing.units import format_count
+from ckptgate.sizing.schema import COMPONENTS, ComponentLayout, Profile
+from ckptgate.sizing.units import format_bytes, format_count
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class ShardDistribution:
     pp: int
     dp: int
     stage_parameters: tuple[int, ...]
+    extra_state_bytes: int = 0
+    """Fixed extra state over all ranks (cluster.layout.extra_state_bytes_per_rank x gpus)."""
 
     @property
     def gpus(self) -> int:
@@ -58,7 +63,8 @@ class ShardDistribution:
 
     @property
     def written_bytes(self) -> int:
-        """Bytes all ranks write: checkpoint_bytes, plus the duplicates under replicas 'all'."""
+        """Bytes all ranks write: checkpoint_bytes, plus the duplicates under replicas 'all',
+        plus the fixed extra state of every rank."""
         return sum(self.per_rank_bytes)
 
     @property
@@ -87,6 +93,38 @@ class ShardDistribution:
         index = max(0, math.ceil(q * len(ordered)) - 1)
         return ordered[index]
 
+    QUANTILES = (0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)
+    """The quantiles the sizing table prints (nearest rank)."""
+
+    @property
+    def histogram_log_spaced(self) -> bool:
+        """Whether histogram() spaces its bins in log(bytes): the largest at least twice the
+        smallest (taken as at least 1 B)."""
+        return self.largest_bytes >= 2 * max(self.smallest_bytes, 1)
+
+    def histogram(self, bins: int = 8) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(edges, counts): ranks per shard-size bin from the smallest shard to the largest;
+        bin i holds edges[i] <= bytes < edges[i + 1], the last bin includes the largest.
+
+        Bins are evenly spaced in log(bytes) when the largest is at least twice the smallest
+        (at least 1 B), so a 1 MB to 4 GB spread reads at a glance, else evenly in bytes.
+        Edges are whole bytes, duplicates dropped; one bin when every shard is equal."""
+        if bins < 1:
+            raise ValueError(f"histogram needs bins >= 1, got {bins}")
+        low, high = self.smallest_bytes, self.largest_bytes
+        if high == low:
+            return (low, high), (self.gpus,)
+        if self.histogram_log_spaced:
+            ratio = math.log(high / max(low, 1))
+            inner = [round(max(low, 1) * math.exp(ratio * i / bins)) for i in range(1, bins)]
+        else:
+            inner = [low + (high - low) * i // bins for i in range(1, bins)]
+        edges = [low, *sorted({e for e in inner if low < e < high}), high]
+        counts = [0] * (len(edges) - 1)
+        for size in self.per_rank_bytes:
+            counts[min(bisect.bisect_right(edges, size) - 1, len(counts) - 1)] += 1
+        return tuple(edges), tuple(counts)
+
     def node_bytes(self, node_index: int, gpus_per_node: int | None = None) -> int:
         """Bytes the ranks of one node write (node i holds ranks i*gpus_per_node onward)."""
         per_node = gpus_per_node or self.gpus_per_node
@@ -101,6 +139,24 @@ class ShardDistribution:
     def largest_node_bytes(self) -> int:
         return max(self.node_bytes(i) for i in range(self.nodes))
 
+    @property
+    def largest_node(self) -> int:
+        """The lowest node index whose ranks write the most."""
+        sums = [self.node_bytes(i) for i in range(self.nodes)]
+        return sums.index(max(sums))
+
+    def written_parts(self) -> str:
+        """The bytes written in words: checkpoint, replica copies, extra state (those not 0)."""
+        from ckptgate.sizing.units import format_bytes
+
+        copies = self.written_bytes - self.checkpoint_bytes - self.extra_state_bytes
+        parts = [f"{format_bytes(self.checkpoint_bytes)} checkpoint"]
+        if copies:
+            parts.append(f"{format_bytes(copies)} replica copies")
+        if self.extra_state_bytes:
+            parts.append(f"{format_bytes(self.extra_state_bytes)} extra state")
+        return " + ".join(parts)
+
     def summary(self) -> str:
         """One line: largest (rank), p50, mean, smallest, largest node."""
         from ckptgate.sizing.units import format_bytes
@@ -109,8 +165,40 @@ class ShardDistribution:
             f"largest {format_bytes(self.largest_bytes)} (rank {self.largest_rank}), "
             f"median {format_bytes(self.quantile(0.5))}, mean {format_bytes(self.mean_bytes)}, "
             f"smallest {format_bytes(self.smallest_bytes)}; "
-            f"largest node {format_bytes(self.largest_node_bytes)}"
+            f"largest node {format_bytes(self.largest_node_bytes)} (node {self.largest_node})"
         )
+
+    def quantile_text(self) -> str:
+        """The QUANTILES as one line: p0 (smallest) ... p100 (largest), nearest rank."""
+        from ckptgate.sizing.units import format_bytes
+
+        return ", ".join(f"p{q * 100:g} {format_bytes(self.quantile(q))}" for q in self.QUANTILES)
+
+    def histogram_lines(self, bins: int = 8, width: int = 40) -> list[str]:
+        """histogram() as text: one line per bin, its byte range, a bar scaled to the fullest
+        bin (any non-empty bin shows at least one mark) and its rank count. Bins whose edges
+        print alike (3 significant digits) are merged, so every line reads as its own range."""
+        from ckptgate.sizing.units import format_bytes, format_count
+
+        edges, counts = self.histogram(bins)
+        kept_edges, kept_counts = [edges[0]], []
+        for edge, count in zip(edges[1:], counts, strict=True):
+            if kept_counts and format_bytes(edge) == format_bytes(kept_edges[-1]):
+                kept_counts[-1] += count
+                kept_edges[-1] = edge
+            else:
+                kept_edges.append(edge)
+                kept_counts.append(count)
+        labels = [
+            f"{format_bytes(lo)} - {format_bytes(hi)}" for lo, hi in itertools.pairwise(kept_edges)
+        ]
+        pad = max(len(label) for label in labels)
+        most = max(kept_counts)
+        lines = []
+        for label, n in zip(labels, kept_counts, strict=True):
+            bar = "#" * max(1 if n else 0, round(width * n / most))
+            lines.append(f"{label.ljust(pad)} | {bar.ljust(width)} {format_count(n)}")
+        return lines
 
 
 def _split_even(total: int, parts: int) -> list[int]:
@@ -144,26 +232,106 @@ def layers_per_stage(layers: int, pp: int) -> list[int]:
     return counts
 
 
+def profile_layers_per_stage(profile: Profile) -> list[int]:
+    """cluster.layout.layers_per_stage when given, else layers_per_stage(L, pp)."""
+    arch = profile.model.architecture
+    assert arch is not None
+    explicit = profile.cluster.layout.layers_per_stage
+    if explicit is not None:
+        return list(explicit)
+    return layers_per_stage(arch.layers, profile.cluster.parallelism.pp)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One component's effective placement: cluster.layout's entry with parallelism's
+    defaults filled in (sizing.schema.ComponentLayout)."""
+
+    tp: str
+    zero_stage: int
+    replicas_write: str
+    dp_shard: int
+
+
+def placement(profile: Profile, component: str) -> Placement:
+    """The effective placement of ``component`` (embedding, head or layers)."""
+    par = profile.cluster.parallelism
+    given: ComponentLayout = getattr(profile.cluster.layout, component)
+    return Placement(
+        tp=given.tp,
+        zero_stage=par.zero_stage if given.zero_stage is None else given.zero_stage,
+        replicas_write=par.replicas_write if given.replicas_write is None else given.replicas_write,
+        dp_shard=par.dp if given.dp_shard is None else given.dp_shard,
+    )
+
+
+def component_parameters(profile: Profile) -> list[dict[str, int]]:
+    """Parameters of each component on each pipeline stage (exact integers, summing to Ψ).
+
+    With an architecture: the embedding on stage 0, the output head and the final norm
+    (``head``) on the last stage, the layers as profile_layers_per_stage says; when
+    ``model.parameters`` is given too, every (stage, component) count is scaled to exactly Ψ
+    by largest remainder. Components placed alike on a stage are scaled as one entry, so the
+    default layout scales per stage as the single-policy model did. Without an architecture,
+    Ψ is spread evenly over the stages as ``layers``."""
+    psi = profile.parameters
+    pp = profile.cluster.parallelism.pp
+    arch = profile.model.architecture
+    if arch is None:
+        return [{"layers": n} for n in _split_even(psi, pp)]
+    raw: list[dict[str, int]] = [
+        {"layers": n * layer_parameters(arch)} for n in profile_layers_per_stage(profile)
+    ]
+    raw[0]["embedding"] = embedding_parameters(arch)
+    raw[-1]["head"] = raw[-1].get("head", 0) + output_head_parameters(arch)
+    raw[-1]["head"] += final_norm_parameters(arch)
+    # Scale (stage, placement group) entries, then give each group's count back to its
+    # components in proportion (exact, largest remainder again).
+    groups = [_groups(profile, stage) for stage in raw]
+    flat = [sum(stage[c] for c in members) for stage_groups, stage in zip(groups, raw, strict=True)
+            for members in stage_groups]  # fmt: skip
+    scaled = iter(_scale_exact(flat, psi))
+    out: list[dict[str, int]] = []
+    for stage_groups, stage in zip(groups, raw, strict=True):
+        counts: dict[str, int] = {}
+        for members in stage_groups:
+            total = next(scaled)
+            parts = _scale_exact([stage[c] for c in members], total)
+            counts.update(zip(members, parts, strict=True))
+        out.append(counts)
+    return out
+
+
+def _groups(profile: Profile, stage: dict[str, int]) -> list[list[str]]:
+    """The stage's components grouped by placement, in COMPONENTS order."""
+    by_placement: dict[Placement, list[str]] = {}
+    for name in COMPONENTS:
+        if name in stage:
+            by_placement.setdefault(placement(profile, name), []).append(name)
+    return list(by_placement.values())
+
+
 def stage_parameters(profile: Profile) -> tuple[list[int], str]:
     """Parameters on each pipeline stage (summing exactly to Ψ) and how they were placed."""
     psi = profile.parameters
     pp = profile.cluster.parallelism.pp
     arch = profile.model.architecture
+    stages = [sum(c.values()) for c in component_parameters(profile)]
     if arch is None:
-        return _split_even(psi, pp), f"uniform: no architecture, Ψ split evenly over {pp} stages"
-    layer_counts = layers_per_stage(arch.layers, pp)
-    raw = [n * layer_parameters(arch) for n in layer_counts]
-    raw[0] += embedding_parameters(arch)
-    raw[-1] += output_head_parameters(arch) + final_norm_parameters(arch)
-    spread = "/".join(str(n) for n in sorted(set(layer_counts), reverse=True))
+        return stages, f"uniform: no architecture, Ψ split evenly over {pp} stages"
+    layer_counts = profile_layers_per_stage(profile)
+    if profile.cluster.layout.layers_per_stage is not None:
+        spread = "explicit: " + "/".join(str(n) for n in layer_counts)
+    else:
+        spread = "/".join(str(n) for n in sorted(set(layer_counts), reverse=True))
     note = (
         f"architecture: embedding on stage 0, head on stage {pp - 1}, "
         f"{arch.layers} layers over {pp} stage{'s' if pp > 1 else ''} ({spread} per stage)"
     )
-    scaled = _scale_exact(raw, psi)
-    if sum(raw) != psi:
-        note += f", scaled from {format_count(sum(raw))} to Ψ = {format_count(psi)}"
-    return scaled, note
+    counted = count_parameters(arch)
+    if counted != psi:
+        note += f", scaled from {format_count(counted)} to Ψ = {format_count(psi)}"
+    return stages, note
 
 
 def state_bytes_per_parameter(k: int) -> dict[str, int]:
@@ -189,37 +357,58 @@ def sharded_bytes_per_parameter(k: int, zero_stage: int) -> int:
     return sharded
 
 
+def _written(total: int, parts: int, policy: str) -> list[int]:
+    """Who writes ``total`` bytes that ``parts`` holders hold in common: the first ("one"),
+    every one ("all"), or split evenly ("spread", remainder to the lowest)."""
+    if policy == "one":
+        return [total] + [0] * (parts - 1)
+    if policy == "all":
+        return [total] * parts
+    return _split_even(total, parts)
+
+
+def dp_bytes(params: int, k: int, place: Placement, dp: int) -> list[int]:
+    """Bytes each dp rank writes for ``params`` parameters of one tp slice of a component.
+
+    Sharded state (sharded_bytes_per_parameter at the placement's ZeRO stage) is split evenly
+    over the dp_shard shards; dp rank d holds shard d mod dp_shard in replica group
+    d // dp_shard, and the groups' copies of a shard are written per replicas_write.
+    Replicated state is written per replicas_write over all dp ranks. Source: ZeRO
+    (Rajbhandari et al., 2020); hybrid sharding as PyTorch FSDP's HYBRID_SHARD."""
+    sharded = params * sharded_bytes_per_parameter(k, place.zero_stage)
+    replicated = params * k - sharded
+    groups = dp // place.dp_shard
+    out = _written(replicated, dp, place.replicas_write)
+    for j, shard in enumerate(_split_even(sharded, place.dp_shard)):
+        for g, part in enumerate(_written(shard, groups, place.replicas_write)):
+            out[g * place.dp_shard + j] += part
+    return out
+
+
+def _tp_slices(params: int, tp: int, how: str) -> list[int]:
+    """A component's parameters over the tp ranks: split evenly, or whole on tp rank 0."""
+    return _split_even(params, tp) if how == "split" else [params] + [0] * (tp - 1)
+
+
 def shard_distribution(profile: Profile) -> ShardDistribution:
     """Per-global-rank bytes for the profile (see the module docstring for the rule)."""
     par = profile.cluster.parallelism
     tp, pp, dp = par.tp, par.pp, par.dp
     k = profile.model.bytes_per_parameter
-    sharded_k = sharded_bytes_per_parameter(k, par.zero_stage)
+    extra = profile.cluster.layout.extra_state_bytes_per_rank
+    components = component_parameters(profile)
     stages, stage_note = stage_parameters(profile)
-    per_rank = [0] * (tp * pp * dp)
-    for s, stage_params in enumerate(stages):
-        for t, params in enumerate(_split_even(stage_params, tp)):
-            sharded = params * sharded_k
-            replicated = params * k - sharded
-            sharded_parts = _split_even(sharded, dp)
-            if par.replicas_write == "one":
-                replicated_parts = [replicated] + [0] * (dp - 1)
-            elif par.replicas_write == "all":
-                replicated_parts = [replicated] * dp
-            else:
-                replicated_parts = _split_even(replicated, dp)
-            for d in range(dp):
-                per_rank[s * dp * tp + d * tp + t] = sharded_parts[d] + replicated_parts[d]
-    replicated_k = k - sharded_k
-    who = {
-        "one": "dp replica 0 writes it",
-        "all": "every dp replica writes a copy",
-        "spread": "split evenly over the dp replicas",
-    }[par.replicas_write]
-    note = (
-        f"{stage_note}; ZeRO-{par.zero_stage} shards {sharded_k} of {k} B/parameter over "
-        f"dp {dp}; replicated {replicated_k} B/parameter: {who} ({par.replicas_write})"
-    )
+    per_rank = [extra] * (tp * pp * dp)
+    for s, stage in enumerate(components):
+        for members in _groups(profile, stage):
+            place = placement(profile, members[0])
+            params = sum(stage[c] for c in members)
+            for t, slice_params in enumerate(_tp_slices(params, tp, place.tp)):
+                for d, written in enumerate(dp_bytes(slice_params, k, place, dp)):
+                    per_rank[s * dp * tp + d * tp + t] += written
+    note = f"{stage_note}; " + "; ".join(_placement_notes(profile))
+    if extra:
+        note += f"; {format_bytes(extra)} extra state per rank (RNG, dataloader, scheduler)"
     return ShardDistribution(
         per_rank_bytes=tuple(per_rank),
         checkpoint_bytes=profile.parameters * k,
@@ -229,7 +418,40 @@ def shard_distribution(profile: Profile) -> ShardDistribution:
         pp=pp,
         dp=dp,
         stage_parameters=tuple(stages),
+        extra_state_bytes=extra * tp * pp * dp,
     )
+
+
+_WHO = {
+    "one": "dp replica 0 writes it",
+    "all": "every dp replica writes a copy",
+    "spread": "split evenly over the dp replicas",
+}
+
+
+def _placement_notes(profile: Profile) -> list[str]:
+    """One phrase per distinct placement: which components, ZeRO, who writes replicas."""
+    k = profile.model.bytes_per_parameter
+    dp = profile.cluster.parallelism.dp
+    by_placement: dict[Placement, list[str]] = {}
+    present = COMPONENTS if profile.model.architecture is not None else ("layers",)
+    for name in present:
+        by_placement.setdefault(placement(profile, name), []).append(name)
+    notes = []
+    for place, names in by_placement.items():
+        sharded_k = sharded_bytes_per_parameter(k, place.zero_stage)
+        over = f"dp {dp}" if place.dp_shard == dp else f"dp_shard {place.dp_shard} of dp {dp}"
+        text = (
+            f"ZeRO-{place.zero_stage} shards {sharded_k} of {k} B/parameter over {over}; "
+            f"replicated {k - sharded_k} B/parameter: {_WHO[place.replicas_write]} "
+            f"({place.replicas_write})"
+        )
+        if place.tp == "replicate":
+            text = "tp-replicated, tp rank 0 writes; " + text
+        if len(by_placement) > 1:
+            text = f"{'/'.join(names)}: {text}"
+        notes.append(text)
+    return notes
 
 
 def played_ranks(

@@ -11,6 +11,7 @@ from typing import Any
 
 from ckptgate.sizing.requirements import DEFINITIONS, SWEEP_COLUMNS, Sizing, format_value
 from ckptgate.sizing.schema import Profile
+from ckptgate.sizing.shards import ShardDistribution
 from ckptgate.sizing.units import (
     format_bytes,
     format_count,
@@ -46,13 +47,27 @@ def profile_header(profile: Profile, sizing: Sizing) -> str:
         f"shard distribution: {sizing.shard_policy}",
     ]
     if dist is not None:
-        lines.append(f"shards: {dist.summary()}")
-    if sizing.written_bytes != sizing.checkpoint_bytes:
-        lines.append(
-            f"written per checkpoint: {format_bytes(sizing.written_bytes)} "
-            f"(checkpoint {format_bytes(sizing.checkpoint_bytes)} plus replica copies)"
-        )
+        lines += distribution_lines(dist)
+        if sizing.written_bytes != sizing.checkpoint_bytes:
+            lines.append(
+                f"written per checkpoint: {format_bytes(sizing.written_bytes)} "
+                f"({dist.written_parts()})"
+            )
     return "\n".join(lines)
+
+
+def distribution_lines(dist: ShardDistribution, histogram: bool = True) -> list[str]:
+    """The per-rank shard distribution: summary with the largest node, the quantiles, and
+    (``histogram``) ranks per log-spaced size bin as text bars."""
+    lines = [
+        f"shards: {dist.summary()}",
+        f"shard quantiles (nearest rank): {dist.quantile_text()}",
+    ]
+    if histogram:
+        spacing = "log-spaced" if dist.histogram_log_spaced else "evenly spaced"
+        lines.append(f"shard sizes, ranks per bin ({spacing}):")
+        lines += [f"  {line}" for line in dist.histogram_lines()]
+    return lines
 
 
 def requirements_table(sizing: Sizing) -> str:

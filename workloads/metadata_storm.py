@@ -9,7 +9,11 @@ files, spread over this node's rank processes), in four phases, each from a comm
 
 - ``create``: per file create (O_CREAT|O_EXCL), a small write of stamped data, fsync, close;
 - ``commit``: one rank writes ``.metadata.tmp``, fsyncs and closes it, renames it to
-  ``.metadata`` and fsyncs the directory (the rename is durable only then);
+  ``.metadata`` and fsyncs the directory (the rename is durable only then). The file is as
+  large as DCP's would be (``metadata_bytes``: ckptgate.sizing.dcp_metadata_bytes, per
+  tensor and per chunk of the profile's layout): a one-line JSON listing of the files (what
+  DCP's pickle records), a newline, then stamped incompressible padding up to the size
+  (``read_manifest`` reads the listing back);
 - ``list`` and ``stat``: what a restore does first: list the directory (one rank), then stat
   every file (split over the ranks);
 - ``unlink``: the retention delete storm: every file of an older checkpoint removed (on an
@@ -51,11 +55,16 @@ from ckptgate.engine.records import (
     records_from_results,
     run_ranks,
 )
+from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.write_burst import shard_file_name
 
 METADATA_NAME = ".metadata"
 METADATA_TMP_NAME = ".metadata.tmp"
+METADATA_STAMP_RANK = 2**63 - 1
+"""The stamp key's rank for the .metadata padding: no global rank's shard bytes repeat it."""
+PADDING_TRANSFER_BYTES = 16 * 2**20
+"""The padding is written in transfers of this size (the default run.transfer_bytes)."""
 WRITE_BYTES = BLOCK_BYTES
 """The small write per file: one stamped 4 KiB block (a tiny shard, as small ranks save)."""
 
@@ -143,7 +152,8 @@ def create_task(
     payloads = _payloads(files, run_id, write_bytes)
     paths = [f.path for f in files]
     clock = time.perf_counter
-    stamps = np.empty((len(paths), 5), dtype=np.float64)
+    # a list made beforehand: storing a tuple into a numpy row costs about 0.4 us more a file
+    stamps: list[tuple[float, ...]] = [()] * len(paths)
     durable = False
     # Bound to locals: the loop runs thousands of times per rank, and an attribute lookup per
     # call shows in the create rate (the POSIX backend's close is os.close itself).
@@ -175,7 +185,7 @@ def create_task(
         durable = durable or synced
     progress(files=len(paths), phase="done")
     phases.mark("create")
-    latencies = np.diff(stamps, axis=1)
+    latencies = np.diff(np.asarray(stamps, dtype=np.float64).reshape(len(paths), 5), axis=1)
     return phases.result(
         files[0].global_rank if files else -1,
         write_bytes * len(paths),
@@ -185,11 +195,23 @@ def create_task(
 
 
 def commit_task(
-    ctx: RankContext, *, fs: BackendSpec, directory: str, manifest: bytes
+    ctx: RankContext,
+    *,
+    fs: BackendSpec,
+    directory: str,
+    manifest: bytes,
+    metadata_bytes: int = 0,
+    run_id: int = 0,
+    transfer_bytes: int = PADDING_TRANSFER_BYTES,
 ) -> RankResult:
-    """Rank task: write ``.metadata.tmp``, fsync, close, rename to ``.metadata``, sync the dir."""
+    """Rank task: write ``.metadata.tmp`` (the manifest, padded to ``metadata_bytes`` when that
+    is larger), fsync, close, rename to ``.metadata``, sync the directory."""
     backend = fs.open()
     tmp_path, final_path = metadata_paths(directory)
+    padding = max(metadata_bytes - len(manifest), 0)
+    stamper = (
+        BlockStamper(StampKey(run_id, METADATA_STAMP_RANK), transfer_bytes) if padding else None
+    )
     clock = time.perf_counter
     progress = ctx.progress
     phases = PhaseMarks.start(ctx)
@@ -199,6 +221,13 @@ def commit_task(
     try:
         progress(phase="write")
         backend.write_all(handle, manifest)
+        written = len(manifest)
+        if stamper is not None:
+            step = stamper.step_bytes
+            for offset in range(0, padding, step):
+                backend.write_all(handle, stamper.fill(offset, min(step, padding - offset)))
+                written = len(manifest) + min(offset + step, padding)
+                progress(bytes=written)
         t1 = clock()
         progress(phase="fsync")
         backend.fsync(handle)
@@ -219,8 +248,8 @@ def commit_task(
     stamps = (t0, t1, t2, t3, t4, t5)
     return phases.result(
         0,
-        len(manifest),
-        extra={"files": 1, "io": backend.name},
+        written,
+        extra={"files": 1, "io": backend.name, "metadata_bytes": written},
         latencies_s={
             op: np.asarray([stamps[i + 1] - stamps[i]]) for i, op in enumerate(COMMIT_OPS)
         },
@@ -251,17 +280,28 @@ def _timed_each(
     """Apply ``call`` to each path from the common start, reading the clock after each call.
 
     Returns the rank's result (one mark, every call's latency) and the calls' results. The loop
-    does nothing else, so each latency is the operation's own, plus one clock read.
+    does nothing else, so each latency is the operation's own, plus one clock read: the stamps
+    go into a list made beforehand (a store into a numpy array costs more), and progress is
+    the count of files done, once per file, as in ``create_task`` (a hang is named by the
+    chunk's next file: the label names the chunk; an error names its own file).
     """
     clock = time.perf_counter
-    stamps = np.empty(len(paths) + 1, dtype=np.float64)
+    stamps = [0.0] * (len(paths) + 1)
     results: list[Any] = [None] * len(paths)
     progress = ctx.progress
     phases = PhaseMarks.start(ctx)
+    first = paths[0] if paths else ""
+    progress(phase=op, path=first if isinstance(first, str) else first[0])  # a batch: its key
     stamps[0] = clock()
     for n, path in enumerate(paths):
-        progress(files=n, phase=op, path=path if isinstance(path, str) else path[0])
-        results[n] = call(path)
+        progress(files=n)
+        try:  # free unless it raises (Python 3.11): then the error names its file
+            results[n] = call(path)
+        except OSError as error:
+            if error.filename:
+                raise
+            named = path if isinstance(path, str) else path[0]  # a batch: its first key
+            raise OSError(error.errno, error.strerror, named) from error
         stamps[n + 1] = clock()
     progress(files=len(paths), phase="done")
     phases.mark(op)
@@ -269,7 +309,7 @@ def _timed_each(
         -1,
         0,
         extra={"files": len(paths)},
-        latencies_s={op: np.diff(stamps)},
+        latencies_s={op: np.diff(np.asarray(stamps, dtype=np.float64))},
     )
     return record, results
 
@@ -403,7 +443,8 @@ class StormResult:
 
 
 def manifest_bytes(files: Sequence[StormFile], write_bytes: int) -> bytes:
-    """The global ``.metadata``: which rank's file holds what (DCP pickles the same facts)."""
+    """The global ``.metadata``'s listing: which rank's file holds what (DCP pickles the same
+    facts), one line of JSON ended by a newline; the commit pads it to DCP's size."""
     entries = [
         {
             "file": f.path.rsplit("/", 1)[-1],
@@ -413,7 +454,12 @@ def manifest_bytes(files: Sequence[StormFile], write_bytes: int) -> bytes:
         }
         for f in files
     ]
-    return json.dumps({"version": 1, "files": entries}, separators=(",", ":")).encode()
+    return json.dumps({"version": 1, "files": entries}, separators=(",", ":")).encode() + b"\n"
+
+
+def read_manifest(data: bytes) -> dict[str, Any]:
+    """The listing at the head of a committed ``.metadata`` (the padding after it ignored)."""
+    return json.loads(data.split(b"\n", 1)[0])
 
 
 def run_metadata_storm(
@@ -427,12 +473,14 @@ def run_metadata_storm(
     write_bytes: int = WRITE_BYTES,
     fsync: bool = True,
     commit: bool = True,
+    metadata_bytes: int = 0,
 ) -> StormResult:
     """Create ``files`` (spread over the pool's ranks) from a common start, then commit.
 
     The caller registers every path (``files``, and ``metadata_paths(directory)`` when
     committing) with the target first. ``write_bytes=0, fsync=False, commit=False`` is a pure
-    create+close storm, fio's ``ioengine=filecreate``.
+    create+close storm, fio's ``ioengine=filecreate``. ``metadata_bytes``: the committed
+    ``.metadata``'s size (the listing padded; 0 for the listing alone).
     """
     if not files:
         raise ValueError("a metadata storm needs at least one file")
@@ -440,7 +488,8 @@ def run_metadata_storm(
     labels = [f"local rank {i} ({len(c)} files from {c[0].path})" for i, c in enumerate(chunks)]
     kwargs = [{"files": c} for c in chunks]
     shared = {"fs": fs, "run_id": run_id, "write_bytes": write_bytes, "fsync": fsync}
-    results = run_ranks(pool, create_task, kwargs, timeout_s, labels, shared=shared)
+    expect = Expected("create storm", rank_files=tuple(len(c) for c in chunks))
+    results = run_ranks(pool, create_task, kwargs, timeout_s, labels, shared=shared, expect=expect)
     used = results[0].extra["io"]
     create = _phase("create", len(files), results)
     committed = None
@@ -452,6 +501,8 @@ def run_metadata_storm(
             files,
             timeout_s,
             write_bytes=write_bytes,
+            metadata_bytes=metadata_bytes,
+            run_id=run_id,
         )
     metadata_path = metadata_paths(directory)[1] if commit else None
     return StormResult(
@@ -467,14 +518,26 @@ def run_commit(
     timeout_s: float,
     *,
     write_bytes: int = WRITE_BYTES,
+    metadata_bytes: int = 0,
+    run_id: int = 0,
+    transfer_bytes: int = PADDING_TRANSFER_BYTES,
 ) -> Phase:
-    """The coordinator's commit once every rank's files are closed: ``.metadata.tmp`` written,
-    fsynced, closed, renamed to ``.metadata``, directory synced (one rank of the pool)."""
+    """The coordinator's commit once every rank's files are closed: ``.metadata.tmp`` written
+    (the listing, padded with stamped bytes to ``metadata_bytes``: DCP's size for the
+    profile), fsynced, closed, renamed to ``.metadata``, directory synced (one rank)."""
     manifest = manifest_bytes(files, write_bytes)
+    task = {
+        "fs": fs,
+        "directory": directory,
+        "manifest": manifest,
+        "metadata_bytes": metadata_bytes,
+        "run_id": run_id,
+        "transfer_bytes": transfer_bytes,
+    }
     results = run_ranks(
         pool,
         commit_task,
-        [{"fs": fs, "directory": directory, "manifest": manifest}],
+        [task],
         timeout_s,
         [f"local rank 0 (commit of {directory})"],
     )
@@ -569,6 +632,7 @@ def _per_file_phase(
         timeout_s,
         [f"local rank {i} ({op} of {len(c)} files)" for i, c in enumerate(chunks)],
         shared={"fs": fs},
+        expect=Expected(f"{op} storm", rank_files=tuple(len(c) for c in chunks)),
     )
     return _phase(op, len(paths), results), chunks, results
 
@@ -627,5 +691,6 @@ def verify_storm(
             for i, c in enumerate(chunks)
         ],
         shared={"fs": fs, "run_id": run_id, "write_bytes": write_bytes},
+        expect=Expected("verify storm", rank_files=tuple(len(c) for c in chunks)),
     )
     return sum(r.bytes for r in results)

@@ -13,10 +13,17 @@ target (tmpfs), where the cache is the storage and the report names it so. With 
 the read uses O_DIRECT where the filesystem allows it and says why where it does not.
 
 Every byte read is checked against what the writer stamped (``ckptgate.engine.datagen``); a mismatch
-raises ``DataMismatch`` naming the file and the offset. Verification runs in the read loop,
-after each transfer and before the next, so the read phase includes it; each rank reports the
-part it took as ``verify_s`` in ``extra`` (one hashing pass over the data at memory speed:
-about a fifth of the time of a read from tmpfs, little beside a read from a disk). Readback is
+raises ``DataMismatch`` naming the file and the offset. Where the read goes through this
+node's page cache (a buffered read of a POSIX target), the timed read only reads, as a
+restore does, and every file is verified after every rank has finished, untimed, from the
+pages the timed read left (``verify_after_read``): read(2) copied the application's bytes from
+those very pages, so checking them checks what the storage delivered, and the hash's cost
+(about a fifth of a tmpfs read's CPU) stays off the restore's critical path. The residency
+at that verification is measured and reported: a page evicted in between is read from the
+storage again, and the report says how much. Where nothing sits between the storage and the
+buffer (O_DIRECT, an object store, a FUSE mount without a cache), the copy in the buffer is the
+only one, so it is verified in the read loop, after each transfer, and the read phase includes
+it. Either way each rank reports the verification's time as ``verify_s``. Readback is
 read-only: files are opened read-only and never removed here.
 
 Memory per rank: the stamper's buffer (``fill``'s expected bytes, hashed once per length and
@@ -25,6 +32,7 @@ compared with in place off the grid) and one aligned read buffer, each one trans
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ckptgate.engine.datagen import BlockStamper, DataMismatch
+from ckptgate.engine.latency import LatencyHistogram
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
@@ -41,6 +50,7 @@ from ckptgate.engine.records import (
     records_from_results,
     run_ranks,
 )
+from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import (
     DIRECT_ALIGN_BYTES,
     Backend,
@@ -81,6 +91,8 @@ class RangeReader:
         self.want_direct = direct
         self.verify_s = 0.0
         """Time spent verifying, inside ``read_verify`` (so inside the caller's read phase)."""
+        self.read_latency = LatencyHistogram()
+        """Each transfer's read latency (``read_into``, to the verification's start)."""
         self.opened: ReadFile[Any] | None = None
 
     @property
@@ -91,13 +103,19 @@ class RangeReader:
     def direct_refused(self) -> str | None:
         return self.opened.refused if self.opened else None
 
+    def expect(self, offset: int, length: int) -> None:
+        """Before the timed read: the hashes ``[offset, offset + length)`` should have
+        (``BlockStamper.expect``), so the read verifies with one hash per transfer."""
+        self.stamper.expect(offset, length)
+
     def open(self) -> None:
         if self.ctx is not None:
             self.ctx.progress(phase="open", path=self.shard.path)
         self.opened = self.backend.open_read(self.shard.path, direct=self.want_direct)
 
-    def read_verify(self, offset: int, length: int) -> int:
-        """Read and verify the range; chunks after the first lie on the transfer grid."""
+    def read_verify(self, offset: int, length: int, *, verify: bool = True) -> int:
+        """Read and verify the range (only read it with ``verify=False``); chunks after the
+        first lie on the transfer grid."""
         opened = self.opened
         if opened is None:
             raise RuntimeError(f"{self.shard.path}: read before open")
@@ -107,6 +125,12 @@ class RangeReader:
             progress(phase="read", path=self.shard.path)
         position, end = offset, offset + length
         align = DIRECT_ALIGN_BYTES
+        clock_ns = time.perf_counter_ns
+        # Two clock reads per transfer (after the read, after the verification) into one list
+        # allocated here; the read latencies and the verification time come out after the loop.
+        marks_ns = [0] * (2 * (length // self.step + 2) + 1)
+        marks_ns[0] = clock_ns()
+        mark = 1
         while position < end:
             take = min(self.step - position % self.step, end - position)
             if opened.direct and (position % align or take % align):
@@ -125,12 +149,18 @@ class RangeReader:
                     f"{self.shard.path}: file ends at offset {position + len(data)}, "
                     f"rank {self.shard.global_rank} wrote {self.shard.bytes} bytes"
                 )
-            verify_start = time.monotonic()
-            self.stamper.verify(data, position, self.shard.path)
-            self.verify_s += time.monotonic() - verify_start
+            marks_ns[mark] = clock_ns()
+            if verify:
+                self.stamper.verify(data, position, self.shard.path)
+            marks_ns[mark + 1] = clock_ns()
+            mark += 2
             position += take
             if progress is not None:
                 progress(bytes=self.base_bytes + position - offset)
+        steps = np.diff(np.asarray(marks_ns[:mark], dtype=np.int64))
+        self.read_latency.add_ns(steps[0::2])
+        if verify:
+            self.verify_s += int(steps[1::2].sum()) / 1e9
         return length
 
     def close(self) -> None:
@@ -173,8 +203,10 @@ def read_shard_task(
     written_by: int,
     direct: bool = False,
     drop_cache: bool = True,
+    verify: bool = True,
 ) -> RankResult:
-    """Rank task: read and verify another rank's whole shard from the common start.
+    """Rank task: read (and, with ``verify``, verify) another rank's whole shard from the
+    common start.
 
     The drop and the residency measurement happen before the barrier, so they cost no read
     time and nothing can bring the pages back between them and the read but the read itself.
@@ -182,11 +214,13 @@ def read_shard_task(
     backend = fs.open()
     reader = RangeReader(backend, shard, direct, ctx)
     cache = prepare_file(backend, shard.path, drop_cache, ctx)
+    if verify:
+        reader.expect(0, shard.bytes)
     phases = PhaseMarks.start(ctx)
     reader.open()
     phases.mark("open")
     try:
-        read = reader.read_verify(0, shard.bytes)
+        read = reader.read_verify(0, shard.bytes, verify=verify)
         phases.mark("read")
         direct_used, refused = reader.direct, reader.direct_refused
     finally:
@@ -203,9 +237,71 @@ def read_shard_task(
             "direct": direct_used,
             "direct_refused": refused,
             "verify_s": reader.verify_s,
+            "verified": "in the read" if verify else "after the read",
             "peak_rss_bytes": peak_rss_bytes(),
         },
+        histograms={"read": reader.read_latency},
     )
+
+
+def verify_file_task(ctx: RankContext, *, fs: BackendSpec, shard: ShardFile) -> RankResult:
+    """Rank task (untimed): read ``shard`` again and verify every byte; reports the file's
+    page-cache residency just before (the share of the bytes the verification checks as the
+    timed read left them)."""
+    backend = fs.open()
+    reader = RangeReader(backend, shard, direct=False, ctx=ctx)
+    resident = backend.resident_fraction(shard.path) if backend.has_page_cache else None
+    reader.expect(0, shard.bytes)
+    phases = PhaseMarks.start(ctx)
+    reader.open()
+    try:
+        reader.read_verify(0, shard.bytes)
+    finally:
+        reader.close()
+    phases.mark("verify")
+    extra = {"path": shard.path, "resident_fraction": resident, "verify_s": reader.verify_s}
+    return phases.result(shard.global_rank, shard.bytes, extra=extra)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """How a readback's bytes were verified: in the timed read, or after it from the cache."""
+
+    when: str
+    """``in the read`` or ``after the read``."""
+    bytes: int
+    seconds: float
+    """The slowest rank's verification time (inside the read phase when ``in the read``)."""
+    resident_fraction: float | None
+    """``after the read``: the byte-weighted residency when verified (1.0: every byte checked
+    is a byte the timed read delivered); None for ``in the read``."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "when": self.when,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+            "resident_fraction": self.resident_fraction,
+        }
+
+
+def verify_after_read(
+    pool: RankPool, fs: BackendSpec, shards: Sequence[ShardFile], timeout_s: float
+) -> Verification:
+    """Verify every byte of ``shards`` (one per local rank) once the timed read is over."""
+    labels = [f"rank {i} verifying {s.path}" for i, s in enumerate(shards)]
+    kwargs = [{"shard": s} for s in shards]
+    expect = Expected(
+        "readback verification (untimed)",
+        rank_bytes=tuple(s.bytes for s in shards),
+        rank_files=(1,) * len(shards),
+    )
+    results = run_ranks(
+        pool, verify_file_task, kwargs, timeout_s, labels, shared={"fs": fs}, expect=expect
+    )
+    fraction = _weighted([(r.bytes, r.extra["resident_fraction"]) for r in results])
+    seconds = max(r.extra["verify_s"] for r in results)
+    return Verification("after the read", sum(r.bytes for r in results), seconds, fraction)
 
 
 @dataclass(frozen=True)
@@ -225,6 +321,8 @@ class ReadResult:
     cache_served: tuple[str, ...]
     """Files whose data was resident when the read began (empty on a memory-backed target:
     there the cache is the storage)."""
+    verification: Verification | None = None
+    """How every byte read was verified (None: a caller that verifies by itself)."""
 
     @property
     def cache_free(self) -> bool:
@@ -240,6 +338,7 @@ class ReadResult:
             "direct": self.direct,
             "direct_refused": self.direct_refused,
             "cache_served": list(self.cache_served),
+            "verification": self.verification.to_json() if self.verification else None,
         }
 
 
@@ -316,7 +415,22 @@ def run_readback(
         f"rank {i} reading global rank {shards[j].global_rank} ({shards[j].path})"
         for i, j in enumerate(order)
     ]
-    shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache}
-    results = run_ranks(pool, read_shard_task, kwargs, timeout_s, labels, shared=shared)
+    backend = fs_spec.open()
+    after = backend.has_page_cache and not direct  # see the module docstring
+    shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
+    expect = Expected(
+        "readback",
+        rank_bytes=tuple(shards[j].bytes for j in order),
+        rank_files=(1,) * len(order),
+    )
+    results = run_ranks(
+        pool, read_shard_task, kwargs, timeout_s, labels, shared=shared, expect=expect
+    )
     burst = BurstResult("read", tuple(records_from_results(results)))
-    return summarize(burst, fs_spec.open().memory_backed(shards[0].path))
+    read = summarize(burst, backend.memory_backed(shards[0].path))
+    if after:
+        verification = verify_after_read(pool, fs_spec, [shards[j] for j in order], timeout_s)
+    else:
+        verify_s = max(r.extra["verify_s"] for r in burst.ranks)
+        verification = Verification("in the read", burst.total_bytes, verify_s, None)
+    return dataclasses.replace(read, verification=verification)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ckptgate.engine.latency import merge_histograms
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
@@ -27,6 +28,7 @@ from ckptgate.engine.records import (
     records_from_results,
     run_ranks,
 )
+from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.readback import RangeReader, ReadResult, prepare_file, summarize
 from ckptgate.workloads.write_burst import ShardFile, peak_rss_bytes
@@ -98,10 +100,11 @@ def reshard_task(
     backend = fs.open()
     readers = [RangeReader(backend, sources[r.path], direct, ctx) for r in ranges]
     files = []
-    for r in ranges:
+    for reader, r in zip(readers, ranges, strict=True):
         # several new ranks may share an old file: each drops and measures what it will read
         cache = prepare_file(backend, r.path, drop_cache, ctx)
         files.append({"path": r.path, "bytes": r.length, **cache})
+        reader.expect(r.offset, r.length)
     phases = PhaseMarks.start(ctx)
     total = 0
     for done, (reader, r, info) in enumerate(zip(readers, ranges, files, strict=True)):
@@ -129,6 +132,7 @@ def reshard_task(
             "verify_s": sum(reader.verify_s for reader in readers),
             "peak_rss_bytes": peak_rss_bytes(),
         },
+        histograms={"read": merge_histograms(reader.read_latency for reader in readers)},
     )
 
 
@@ -181,7 +185,12 @@ def run_reshard(
     ]
     labels = [f"new rank {m} of {count} ({len(ranges)} ranges)" for m, ranges in enumerate(plan)]
     shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache}
-    results = run_ranks(pool, reshard_task, kwargs, timeout_s, labels, shared=shared)
+    expect = Expected(
+        "reshard",
+        rank_bytes=tuple(sum(r.length for r in ranges) for ranges in plan),
+        rank_files=tuple(len(ranges) for ranges in plan),
+    )
+    results = run_ranks(pool, reshard_task, kwargs, timeout_s, labels, shared=shared, expect=expect)
     burst = BurstResult("reshard", tuple(records_from_results(results)))
     read = summarize(burst, fs_spec.open().memory_backed(shards[0].path))
     return ReshardResult(read, len(shards), count, tuple(tuple(r) for r in plan))

@@ -23,7 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ckptgate.engine.datagen import BlockStamper, StampKey
+from ckptgate.engine.latency import LatencyHistogram
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
@@ -32,6 +35,7 @@ from ckptgate.engine.records import (
     records_from_results,
     run_ranks,
 )
+from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec, Writer
 
 
@@ -88,7 +92,11 @@ def write_shard_task(
     step = stamper.step_bytes
     writer, path = _sink(fs, shard, sink)
     write_all = writer.write_all
-    generate_s = 0.0
+    clock_ns = time.perf_counter_ns
+    # Each transfer's two clock reads (before the stamping, before the write) in one list
+    # allocated here: the write latencies and the stamping time come out after the loop.
+    marks_ns = [0] * (2 * -(-shard.bytes // step) + 1)
+    mark = 0
     progress = ctx.progress
     phases = PhaseMarks.start(ctx)
     progress(phase="open", path=shard.path)
@@ -100,12 +108,14 @@ def write_shard_task(
     offset = 0
     try:
         while offset < shard.bytes:
-            before = time.perf_counter()
+            marks_ns[mark] = clock_ns()
             view = stamper.fill(offset, min(step, shard.bytes - offset))
-            generate_s += time.perf_counter() - before
+            marks_ns[mark + 1] = clock_ns()
+            mark += 2
             write_all(handle, view)
             offset += len(view)
             progress(bytes=offset)
+        marks_ns[mark] = clock_ns()
         phases.mark("write")
         progress(phase="fsync")
         durable = fsync and sink == "target" and writer.fsync(handle)
@@ -115,16 +125,33 @@ def write_shard_task(
         writer.close(handle)
     phases.mark("close")
     progress(files=1, phase="done")
+    generate_ns, latency = transfer_times(marks_ns[: mark + 1])
     return phases.result(
         shard.global_rank,
         offset,
         extra={
-            "generate_s": generate_s,
+            "generate_s": generate_ns / 1e9,
             "fsynced": durable,
             "peak_rss_bytes": peak_rss_bytes(),
             "path": shard.path,
         },
+        histograms={"write": latency},
     )
+
+
+def transfer_times(marks_ns: Sequence[int]) -> tuple[int, LatencyHistogram]:
+    """From a loop's alternating marks (before the stamping, before the transfer, ..., after
+    the last transfer): the stamping's total nanoseconds and each transfer's latency.
+
+    A transfer's latency runs from its start to the next transfer's stamping, so it includes
+    the progress report's few stores after it."""
+    marks = np.asarray(marks_ns, dtype=np.int64)
+    histogram = LatencyHistogram()
+    if marks.size < 3:
+        return 0, histogram
+    steps = np.diff(marks)
+    histogram.add_ns(steps[1::2])
+    return int(steps[0::2].sum()), histogram
 
 
 def run_write_burst(
@@ -140,7 +167,14 @@ def run_write_burst(
     labels = [f"global rank {s.global_rank} ({s.path})" for s in shards]
     kwargs = [{"shard": s} for s in shards]
     shared = {"fs": fs, "fsync": fsync, "sink": sink}
-    results = run_ranks(pool, write_shard_task, kwargs, timeout_s, labels, shared=shared)
+    expect = Expected(
+        "write burst" if sink == "target" else "generate",
+        rank_bytes=tuple(s.bytes for s in shards),
+        rank_files=(1,) * len(shards),
+    )
+    results = run_ranks(
+        pool, write_shard_task, kwargs, timeout_s, labels, shared=shared, expect=expect
+    )
     return BurstResult(
         "write" if sink == "target" else "generate", tuple(records_from_results(results))
     )

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from ckptgate.benchmarks import compare, fio
+from ckptgate.benchmarks import compare, fio, pairs
 from ckptgate.storage.target import Target
 
 MiB = 2**20
@@ -232,11 +232,11 @@ def test_compare_write_end_to_end_leaves_nothing_behind(tmp_path, capsys):
 
 
 def test_the_median_interval_is_tight_for_steady_ratios_and_wide_for_noisy_ones():
-    steady = compare.bootstrap_median_interval([1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0])
-    noisy = compare.bootstrap_median_interval([0.6, 1.5, 0.7, 1.4, 0.9, 1.2, 0.65])
+    steady = pairs.bootstrap_median_interval([1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0])
+    noisy = pairs.bootstrap_median_interval([0.6, 1.5, 0.7, 1.4, 0.9, 1.2, 0.65])
     assert steady[0] <= 1.0 <= steady[1] and steady[1] - steady[0] <= 0.03
     assert noisy[0] <= 0.9 <= noisy[1] and noisy[1] - noisy[0] >= 0.5
-    assert compare.bootstrap_median_interval([2.0]) == (2.0, 2.0)
+    assert pairs.bootstrap_median_interval([2.0]) == (2.0, 2.0)
 
 
 def test_timed_pairs_alternate_who_goes_first_and_leave_out_the_warmup():
@@ -250,8 +250,8 @@ def test_timed_pairs_alternate_who_goes_first_and_leave_out_the_warmup():
         return run
 
     settings = compare.BenchSettings(warmup=1, repeats=3, settle_s=0.0)
-    pairs = list(compare.timed_pairs(settings, "w", side("suite"), side("fio")))
-    assert pairs == [("suite", "fio", "suite"), ("suite", "fio", "fio"), ("suite", "fio", "suite")]
+    got = list(pairs.timed_pairs(settings, "w", side("suite"), side("fio")))
+    assert got == [("suite", "fio", "suite"), ("suite", "fio", "peer"), ("suite", "fio", "suite")]
     assert calls == [
         "fio:warmup1", "suite:warmup1",
         "suite:w0", "fio:w0",

@@ -88,7 +88,7 @@ class Clock:
 
 def _nodes(world: World, rank: int, clock: Clock, liveness: Liveness | None) -> MpiNodes:
     nodes = MpiNodes(world.comm(rank), liveness=liveness, clock=clock, sleep=clock.sleep)
-    nodes.hosts = [f"h{i}" for i in range(world.size)]
+    nodes.hosts = {i: f"h{i}" for i in range(world.size)}
     return nodes
 
 
@@ -231,3 +231,14 @@ def test_the_header_says_how_a_dead_node_is_named() -> None:
     assert "no heartbeat (MPI gives thread level THREAD_SERIALIZED)" in bare.liveness_text()
     with pytest.raises(ValueError):
         nodes.set_stall_timeout(0)
+
+
+def test_the_other_nodes_beats_carry_their_progress_to_node_0() -> None:
+    world = World(3)
+    beats = [Heartbeat(world.comm(n), ANY) for n in range(3)]
+    beats[1].progress = lambda: ("write burst", 0, 123)  # the sampler's latest, in the plugin
+    for beat in beats:
+        beat.beat()
+    beats[0].drain()
+    assert beats[0].liveness.progress() == {1: ("write burst", 0, 123)}  # node 2 sent none
+    assert beats[1].drain() == 1 and beats[1].liveness.progress() == {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import tracemalloc
 import zlib
 
@@ -167,3 +168,9 @@ def test_a_block_from_the_next_transfer_fails_the_hash_and_is_named() -> None:
     # the offset is the block's fourth 8-byte word, little-endian; 64 KiB apart: its third byte
     with pytest.raises(DataMismatch, match=rf"shard\.bin: byte at offset {first + 24 + 2} "):
         stamper.verify(data, 0, "shard.bin")
+
+
+def test_the_stamped_pool_starts_on_a_page_boundary() -> None:
+    stamper = BlockStamper(StampKey(1, 2), 3 * 4096 + 10)
+    view = np.frombuffer(stamper.fill(0, 4096), dtype=np.uint8)
+    assert view.ctypes.data % mmap.PAGESIZE == 0  # as IOR's buffer (issue 16)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ckptgate.engine.pool import RankPool
-from ckptgate.engine.records import RankResult, records_from_results, run_ranks
+from ckptgate.engine.records import BurstResult, RankResult, records_from_results, run_ranks
 from tests.engine import rank_tasks
 
 
@@ -78,3 +78,12 @@ def test_run_ranks_gives_typed_results_with_shared_arguments(pool: RankPool) -> 
 def test_run_ranks_refuses_a_task_that_returns_a_dict(pool: RankPool) -> None:
     with pytest.raises(TypeError, match="report_start returned dict, not a RankResult"):
         run_ranks(pool, rank_tasks.report_start, [{}], timeout_s=30)  # type: ignore[arg-type]
+
+
+def test_the_start_skew_is_first_to_last_release_and_in_the_json() -> None:
+    early, late = result(start_mono=10.0002), result(local_rank=2, start_mono=10.0009)
+    for stamped in (early, late):
+        stamped["common_start_mono"] = 10.0
+    burst = BurstResult("write", tuple(records_from_results([early, late], host="node-a")))
+    assert burst.start_skew_s == pytest.approx(0.0007)
+    assert burst.to_json()["start_skew_s"] == pytest.approx(0.0007)

@@ -47,3 +47,14 @@ def test_an_errored_test_is_a_row_and_is_listed_under_the_table() -> None:
 
 def test_every_checklist_question_of_spec_has_an_item() -> None:
     assert {e.number for e in CHECKLIST} == {"1", "2", "3", "4", "5", "6", "7", "8", "c"}
+
+
+def test_the_terminal_shows_each_bursts_per_transfer_latency() -> None:
+    report = GateReport()
+    stats = {"count": 64, "p50_s": 0.012, "p99_s": 0.0301, "max_s": 0.041, "mean_s": 0.013}
+    report.section("write", {"total_bytes": 1, "transfer_latency_s": {"write": stats}})
+    report.section("metadata", {"latency_s": {"create": stats}})  # its own table, not here
+    assert report.latency_lines() == [
+        "per-transfer latency, write burst: write p50 / p99 / max 12.0 ms / 30.1 ms / 41.0 ms "
+        "(64 transfers)"
+    ]

@@ -52,6 +52,12 @@ def test_the_page_has_the_gate_table_with_both_requirements_and_each_section() -
         assert words in page, words
 
 
+def test_the_burst_summary_shows_per_transfer_latency() -> None:
+    page = render_report(saved_run())
+    assert "per transfer p50 / p99 / max" in page
+    assert "write 12.0 ms / 30.1 ms / 41.0 ms" in page
+
+
 @pytest.mark.skipif(not figures.available(), reason="matplotlib (the report extra) not installed")
 def test_every_plot_is_an_inline_svg_figure() -> None:
     page = render_report(saved_run())

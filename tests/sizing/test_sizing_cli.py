@@ -29,7 +29,7 @@ def test_json_parses_with_the_issue_keys():
     assert data["checkpoint_bytes"] == 5_670_000_000_000
     assert data["files_per_checkpoint"] == 16385
     assert data["requirements"]["async_persist_planned_bytes_per_s"]["formula"] == (
-        "5.67 TB / 600 s x 2.5 headroom"
+        "5.67 TB per save / 600 s x 2.5 headroom"
     )
 
 

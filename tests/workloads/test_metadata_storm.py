@@ -22,9 +22,13 @@ from ckptgate.storage.backend import BackendName, BackendSpec
 from ckptgate.storage.object_store import ObjectStore, object_store
 from ckptgate.workloads.metadata_storm import (
     METADATA_NAME,
+    METADATA_STAMP_RANK,
     METADATA_TMP_NAME,
     WRITE_BYTES,
     Phase,
+    manifest_bytes,
+    read_manifest,
+    run_commit,
     run_delete_storm,
     run_metadata_storm,
     run_restore_listing,
@@ -72,6 +76,32 @@ def test_storm_creates_exactly_the_files_and_commits_the_metadata(
     for file in files:  # every file holds its own stamped 4 KiB block
         stamper = BlockStamper(StampKey(RUN_ID, file.global_rank), WRITE_BYTES)
         stamper.verify(Path(file.path).read_bytes(), file.index * WRITE_BYTES, file.path)
+
+
+def test_the_commit_writes_a_metadata_of_dcps_size(pool: RankPool, tmp_path: Path) -> None:
+    """One coordinator writes the .metadata at DCP's size: the listing, then stamped padding
+    (incompressible, verifiable) in transfers, fsynced and renamed."""
+    directory = checkpoint(tmp_path)
+    files = storm_files(directory, 5, files_per_rank=1)
+    run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, commit=False)
+    metadata_bytes, transfer_bytes = 300_001, 64 * 1024
+    commit = run_commit(
+        pool, LOCAL, directory, files, 60,
+        metadata_bytes=metadata_bytes, run_id=RUN_ID, transfer_bytes=transfer_bytes,
+    )  # fmt: skip
+    data = Path(directory, METADATA_NAME).read_bytes()
+    assert len(data) == metadata_bytes == commit.burst.ranks[0].bytes
+    listing = manifest_bytes(files, WRITE_BYTES)
+    assert data.startswith(listing) and listing.endswith(b"\n")
+    assert sorted(e["file"] for e in read_manifest(data)["files"]) == sorted(
+        Path(f.path).name for f in files
+    )
+    stamper = BlockStamper(StampKey(RUN_ID, METADATA_STAMP_RANK), transfer_bytes)
+    stamper.verify(data[len(listing) :], 0, METADATA_NAME)
+    assert {op: s.count for op, s in commit.latencies.items()} == dict.fromkeys(
+        ("write", "fsync", "close", "rename", "dirsync"), 1
+    )
+    assert not Path(directory, METADATA_TMP_NAME).exists()
 
 
 def test_create_close_only_is_fios_filecreate(pool: RankPool, tmp_path: Path) -> None:

@@ -66,7 +66,22 @@ def test_each_rank_reads_a_shard_another_rank_wrote(
         assert record.extra["written_by_local_rank"] != record.rank
         assert list(record.phases_s) == ["open", "read", "close"]
         assert record.bytes == next(s.bytes for s in shards if s.global_rank == record.global_rank)
-        # verification runs inside the read phase, and the record says how much of it it took
+        # a buffered read only reads: its bytes are verified after every rank is done
+        assert record.extra["verified"] == "after the read"
+        assert record.extra["verify_s"] == 0
+    verification = result.verification
+    assert verification is not None and verification.when == "after the read"
+    assert verification.bytes == sum(SIZES) and verification.seconds > 0
+    assert verification.resident_fraction is not None
+    assert 0 <= verification.resident_fraction <= 1
+    assert result.to_json()["verification"]["when"] == "after the read"
+
+
+def test_a_direct_read_verifies_in_the_read_loop(pool: RankPool, shards: list[ShardFile]) -> None:
+    result = run_readback(pool, FS, shards, timeout_s=60, direct=True)
+    assert result.verification is not None and result.verification.when == "in the read"
+    for record in result.burst.ranks:
+        assert record.extra["verified"] == "in the read"
         assert 0 < record.extra["verify_s"] <= record.phases_s["read"]
 
 

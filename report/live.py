@@ -1,0 +1,148 @@
+"""Live progress on node 0's terminal: one line per running phase, for every node together.
+
+The sampler (``ckptgate.engine.sampler``) hands each new ``NodeProgress`` of this node to
+``LiveProgress.update``; the other nodes' latest come from ``peers`` (their heartbeats). A
+phase shorter than ``show_after_s`` prints nothing. On a terminal the line is redrawn in place
+every ``tty_every_s``; in a batch log (not a tty) a new line is written every
+``batch_every_s``; either way the phase's last line is written when it ends. The line reads
+
+    ckptgate: write burst  1.20 GB / 4.00 GB (30.0%)  610 MB/s  ETA 4.59 s  slowest node 1
+    global rank 3 (21.0%)  [2 nodes, 16 ranks]
+
+Output goes through ``write_line`` and ``rewrite`` (the plugin passes pytest's terminal
+reporter's, with capture suspended), and the clock is injected, so tests need no terminal
+and no waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from ckptgate.engine.sampler import NodeProgress, Peers
+from ckptgate.sizing.units import format_bytes, format_count, format_rate, format_seconds
+
+SHOW_AFTER_S = 2.0
+"""A phase shorter than this prints nothing (a tmpfs CI run stays as quiet as before)."""
+TTY_EVERY_S = 0.5
+"""How often the redrawn line changes on a terminal."""
+BATCH_EVERY_S = 5.0
+"""How often a batch log gets a line during one phase."""
+
+
+def _no_peers() -> dict[int, NodeProgress]:
+    return {}
+
+
+def progress_line(parts: Sequence[NodeProgress]) -> str:
+    """One line for one phase over ``parts`` (one ``NodeProgress`` per node, node 0 first):
+    done of the total, aggregate rate, slowest rank, ETA."""
+    first = parts[0]
+    done_bytes = sum(p.bytes for p in parts)
+    done_files = sum(p.files for p in parts)
+    total_bytes = sum(p.total_bytes for p in parts)
+    total_files = sum(p.total_files for p in parts)
+    bytes_per_s = sum(p.bytes_per_s for p in parts)
+    files_per_s = sum(p.files_per_s for p in parts)
+    if total_bytes or (done_bytes and not total_files):
+        amount = format_bytes(done_bytes)
+        if total_bytes:
+            amount += f" / {format_bytes(total_bytes)} ({done_bytes / total_bytes:.1%})"
+        rate, left, per_s = format_rate(bytes_per_s), total_bytes - done_bytes, bytes_per_s
+    else:
+        amount = f"{format_count(done_files)} files"
+        if total_files:
+            amount = (
+                f"{format_count(done_files)} / {format_count(total_files)} files "
+                f"({done_files / total_files:.1%})"
+            )
+        rate, left, per_s = f"{format_count(round(files_per_s))} files/s", 0, files_per_s
+        left = total_files - done_files if total_files else 0
+    # ETA before the slowest rank: a narrow terminal cuts the redrawn line from the right
+    fields = [f"ckptgate: {first.phase}", amount, rate]
+    if first.running and left > 0 and per_s > 0:
+        fields.append(f"ETA {format_seconds(left / per_s)}")
+    elif not first.running:
+        behind = sum(p.running for p in parts[1:])
+        if behind:  # node 0's ranks are done; the others' beats lag by up to a beat
+            fields.append(
+                f"node {first.node} done in {format_seconds(first.elapsed_s)}, "
+                f"{behind} other node{'s' if behind != 1 else ''} running at the last beat"
+            )
+        else:
+            fields.append(f"done in {format_seconds(first.elapsed_s)}")
+    slowest = min(
+        parts,
+        key=lambda p: p.slowest_fraction if p.slowest_fraction is not None else 2.0,
+    )
+    if slowest.slowest and first.running:  # at the end every rank is done
+        where = f"node {slowest.node} " if len(parts) > 1 else ""
+        share = f" ({slowest.slowest_fraction:.1%})" if slowest.slowest_fraction is not None else ""
+        fields.append(f"slowest {where}{slowest.slowest}{share}")
+    ranks = sum(p.ranks for p in parts)
+    nodes = f"{len(parts)} nodes, " if len(parts) > 1 else ""
+    fields.append(f"[{nodes}{ranks} ranks]")
+    return "  ".join(fields)
+
+
+class LiveProgress:
+    """Node 0's live progress line (see the module docstring); ``enabled`` False (``-q``, or
+    a node other than 0) prints nothing."""
+
+    def __init__(
+        self,
+        write_line: Callable[[str], None],
+        rewrite: Callable[[str], None],
+        *,
+        tty: bool,
+        enabled: bool = True,
+        peers: Peers = _no_peers,
+        clock: Callable[[], float] = time.monotonic,
+        show_after_s: float = SHOW_AFTER_S,
+        tty_every_s: float = TTY_EVERY_S,
+        batch_every_s: float = BATCH_EVERY_S,
+    ) -> None:
+        self.write_line = write_line
+        self.rewrite = rewrite
+        self.tty = tty
+        self.enabled = enabled
+        self.peers = peers
+        self.clock = clock
+        self.show_after_s = show_after_s
+        self.every_s = tty_every_s if tty else batch_every_s
+        self._shown = False
+        self._last_shown = 0.0
+
+    def update(self, mine: NodeProgress) -> None:
+        """This node's newest snapshot (called by the sampler every watch step)."""
+        if not self.enabled:
+            return
+        if not mine.running:
+            if self._shown:
+                self._show(self._line(mine), final=True)
+            self._shown = False
+            return
+        if mine.elapsed_s < self.show_after_s:
+            return
+        now = self.clock()
+        if self._shown and now - self._last_shown < self.every_s:
+            return
+        self._last_shown = now
+        self._show(self._line(mine), final=False)
+
+    def _line(self, mine: NodeProgress) -> str:
+        others = [
+            p
+            for node, p in sorted(self.peers().items())
+            if node != mine.node and (p.phase, p.nth) == (mine.phase, mine.nth)
+        ]
+        return progress_line([mine, *others])
+
+    def _show(self, line: str, final: bool) -> None:
+        if not self.tty:
+            self.write_line(line)
+        else:
+            self.rewrite(line)
+            if final:
+                self.write_line("")  # the phase's last line stays; pytest goes on below
+        self._shown = True

@@ -1,0 +1,132 @@
+"""IOR and mdtest as peers (benchmarks/hpc.py): their command lines, their figures, and the
+comparisons end to end where the tools are installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ckptgate.benchmarks import compare, hpc
+from ckptgate.benchmarks.pairs import PeerError
+from ckptgate.sizing.units import MiB
+
+HERE = Path(__file__).parent
+
+IOR_JSON = {
+    # the shape of IOR 4.1's summaryFormat=JSON, cut to what parse_ior reads
+    "tests": [
+        {
+            "Results": [
+                {"access": "write", "bwMiB": 3781.3935, "totalTime": 0.0338},
+                {"access": "read", "bwMiB": 9000.0, "totalTime": 0.0142},
+            ]
+        }
+    ],
+    "summary": [
+        {"operation": "write", "xsizeMiB": 128.0},
+        {"operation": "read", "xsizeMiB": 128.0},
+    ],
+}
+
+
+def test_ior_s_bandwidth_and_bytes_are_read_in_bytes() -> None:
+    write = hpc.parse_ior(IOR_JSON, "write")
+    assert write.bytes == 128 * MiB
+    assert write.bytes_per_s == pytest.approx(3781.3935 * MiB)
+    assert write.total_s == 0.0338
+    assert hpc.parse_ior(IOR_JSON, "read").bytes_per_s == pytest.approx(9000.0 * MiB)
+
+
+def test_ior_s_results_as_a_list_per_iteration_are_read_too() -> None:
+    nested = json.loads(json.dumps(IOR_JSON))
+    nested["tests"][0]["Results"] = [nested["tests"][0]["Results"]]
+    assert hpc.parse_ior(nested, "read").total_s == 0.0142
+
+
+def test_an_ior_document_without_the_operation_is_a_peer_error() -> None:
+    with pytest.raises(PeerError, match="no single read result"):
+        hpc.parse_ior({"tests": [{"Results": []}], "summary": []}, "read")
+
+
+def test_ior_s_command_matches_the_suite_s_burst_and_readback() -> None:
+    write = hpc.ior_command("write", "/d/ior", 64 * MiB, 16 * MiB)
+    assert {"-F", "-w", "-e", "-k"} <= set(write) and "-r" not in write
+    assert write[write.index("-t") + 1] == str(16 * MiB)
+    assert write[write.index("-b") + 1] == str(64 * MiB)
+    read = hpc.ior_command("read", "/d/ior", 64 * MiB, 16 * MiB, shift=3, direct=True)
+    assert {"-r", "-E", "-C", "--posix.odirect"} <= set(read) and "-w" not in read
+    assert read[read.index("-Q") + 1] == "3"
+    assert hpc.ior_paths("/d/ior", 2) == ["/d/ior.00000000", "/d/ior.00000001"]
+    with pytest.raises(ValueError, match="write or read"):
+        hpc.ior_command("append", "/d/ior", MiB, MiB)
+
+
+def test_mdtest_s_summary_gives_create_stat_and_unlink_rates() -> None:
+    result = hpc.parse_mdtest((HERE / "mdtest_output.txt").read_text(), files=16)
+    assert result.rates_per_s == {"create": 240.085, "stat": 497102.696, "unlink": 133417.225}
+
+
+def test_mdtest_output_without_a_summary_is_a_peer_error() -> None:
+    with pytest.raises(PeerError, match="no SUMMARY rate"):
+        hpc.parse_mdtest("mdtest: cannot create directory", files=1)
+
+
+def test_a_missing_tool_says_where_to_get_it(tmp_path: Path) -> None:
+    with pytest.raises(PeerError, match=r"--ior .*not found.*github.com/hpc/ior"):
+        hpc.find_tool("ior", str(tmp_path / "ior"))
+
+
+def test_a_missing_peer_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["write", "--target", "/dev/shm", "--peer", "ior", "--ior", "/nonexistent/ior"]
+    assert compare.main(argv) == 2
+    assert "not found or not executable" in capsys.readouterr().err
+
+
+def test_a_peer_the_kind_lacks_is_refused() -> None:
+    with pytest.raises(ValueError, match="--peer mdtest: write compares with fio or ior"):
+        compare.BenchSettings(peer="mdtest").peer_for("write")
+
+
+needs_hpc = pytest.mark.skipif(
+    not all(shutil.which(tool) for tool in ("ior", "mdtest", "mpirun"))
+    or not os.path.isdir("/dev/shm"),
+    reason="needs ior and mdtest (built from github.com/hpc/ior, see benchmarks/README.md) "
+    "and mpirun on PATH, and /dev/shm",
+)
+
+
+@needs_hpc
+@pytest.mark.parametrize("kind", ["write", "read"])
+def test_compare_with_ior_end_to_end_leaves_nothing_behind(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "figures.json"
+    argv = [kind, "--target", "/dev/shm", "--peer", "ior", "--ranks", "2"]
+    argv += ["--bytes-per-rank", "2MiB", "--transfer", "1MiB", "--repeats", "2", "--warmup", "0"]
+    assert compare.main([*argv, "--json", str(report)]) == 0
+    assert "median ratio suite/ior" in capsys.readouterr().out
+    figures = json.loads(report.read_text())
+    assert figures["peer"] == "ior" and len(figures["repeats"]) == 2
+    assert all(r["peer"] > 0 and r["suite"] > 0 for r in figures["repeats"])
+    assert all(r["suite_detail"]["start_skew_s"] >= 0 for r in figures["repeats"])
+    assert not os.path.exists(figures["run_dir"])
+
+
+@needs_hpc
+def test_compare_metadata_with_mdtest_gives_three_comparisons(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "figures.json"
+    argv = ["metadata", "--target", "/dev/shm", "--ranks", "2", "--files", "64"]
+    assert compare.main([*argv, "--repeats", "1", "--warmup", "0", "--json", str(report)]) == 0
+    out = capsys.readouterr().out
+    for kind in ("create", "stat", "unlink"):
+        assert f"{kind}: target=/dev/shm" in out
+    figures = json.loads(report.read_text())["comparisons"]
+    assert [c["kind"] for c in figures] == ["create", "stat", "unlink"]
+    assert all(c["peer"] == "mdtest" and c["repeats"][0]["peer"] > 0 for c in figures)
+    assert not os.path.exists(figures[0]["run_dir"])

@@ -1,0 +1,123 @@
+"""The progress sampler: what the parent reads from the ranks' slots, on an injected clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ckptgate.engine.pool import RankPool
+from ckptgate.engine.sampler import Expected, NodeProgress, ProgressSampler
+from ckptgate.storage.backend import BackendSpec
+from ckptgate.workloads.write_burst import ShardFile, run_write_burst
+
+MiB = 2**20
+
+
+class FakeSlot:
+    """A rank's progress slot as the sampler reads it: counter, bytes, files."""
+
+    def __init__(self) -> None:
+        self.values = [0.0, 0.0, 0.0]
+
+    def report(self, nbytes: int = 0, files: int = 0) -> None:
+        self.values[1], self.values[2] = nbytes, files
+        self.values[0] += 1
+
+
+def started(
+    sampler: ProgressSampler, expected: Expected, slots: list[FakeSlot], now: float = 100.0
+) -> None:
+    sampler.begin(expected, slots, [f"global rank {i} (file)" for i in range(len(slots))], now)
+    sampler.released(now)
+
+
+def test_the_series_samples_at_its_interval_from_the_release_and_ends_with_the_total() -> None:
+    slots = [FakeSlot(), FakeSlot()]
+    sampler = ProgressSampler(interval_s=0.5)
+    started(sampler, Expected("write burst", rank_bytes=(100, 100)), slots)
+    for step in range(1, 11):  # the watch loop's steps, 0.2 s apart
+        slots[0].report(step * 10)
+        slots[1].report(step * 5)
+        sampler.poll(100.0 + 0.2 * step)
+    slots[1].report(100, files=1)
+    sampler.end(102.3)
+    (series,) = sampler.series
+    assert series.t_s[0] == 0.0
+    assert all(b - a >= 0.5 - 1e-9 for a, b in zip(series.t_s, series.t_s[1:-1], strict=False))
+    assert series.done_bytes[-1] == 200
+    spans = zip(series.bytes_per_s(), series.t_s, series.t_s[1:], strict=False)
+    area = sum(r * (t1 - t0) for r, t0, t1 in spans)
+    assert area == pytest.approx(200)  # the rates over time add up to the bytes done
+    assert sampler.latest is not None and not sampler.latest.running
+
+
+def test_the_slowest_rank_is_the_one_least_through_its_own_total() -> None:
+    slots = [FakeSlot(), FakeSlot()]
+    sampler = ProgressSampler()
+    # rank 1 has written more bytes, but of a shard four times as large
+    started(sampler, Expected("write burst", rank_bytes=(100, 400)), slots)
+    slots[0].report(60)
+    slots[1].report(80)
+    sampler.poll(101.0)
+    latest = sampler.latest
+    assert latest is not None
+    assert latest.slowest == "global rank 1"
+    assert latest.slowest_fraction == pytest.approx(0.2)
+    assert (latest.bytes, latest.total_bytes, latest.elapsed_s) == (140, 500, 1.0)
+
+
+def test_a_long_run_halves_its_series_and_doubles_the_interval() -> None:
+    slot = FakeSlot()
+    sampler = ProgressSampler(interval_s=0.5, max_samples=8)
+    started(sampler, Expected("readback"), [slot])
+    for step in range(1, 41):
+        slot.report(step)
+        sampler.poll(100.0 + 0.5 * step)
+    sampler.end(121.0)
+    (series,) = sampler.series
+    assert len(series.t_s) <= 9
+    assert series.interval_s > 0.5
+    assert series.done_bytes[-1] == 40
+
+
+def test_runs_of_one_phase_are_counted_apart_and_peers_get_their_own_series() -> None:
+    slot = FakeSlot()
+    peer = {
+        1: NodeProgress(1, "write burst", 1, 0.7, 50, 0, 100, 0, 8, "global rank 9", 0.4),
+    }
+    sampler = ProgressSampler(peers=lambda: peer)
+    for nth in range(2):  # two write rounds
+        started(sampler, Expected("write burst"), [slot], now=100.0 + 10 * nth)
+        sampler.end(101.0 + 10 * nth)
+    nodes = [(s.nth, s.node) for s in sampler.series]
+    assert nodes == [(0, 0), (1, 0), (1, 1)]  # the peer is in round 1 only
+    assert sampler.series[-1].done_bytes == [50]
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[RankPool]:
+    """Two rank processes for this module; stopped at its end."""
+    with RankPool(2) as ranks:
+        yield ranks
+
+
+def test_a_burst_through_the_pool_is_sampled_and_its_latencies_are_in_the_json(
+    pool: RankPool, tmp_path: Path
+) -> None:
+    seen: list[NodeProgress] = []
+    pool.sampler = ProgressSampler(on_sample=seen.append)
+    try:
+        shards = [ShardFile(g, str(tmp_path / f"__{g}_0.distcp"), 4 * MiB, 7, MiB) for g in (0, 1)]
+        burst = run_write_burst(pool, BackendSpec("file"), shards, 60)
+    finally:
+        sampler, pool.sampler = pool.sampler, None
+    (series,) = sampler.series
+    assert series.phase == "write burst"
+    assert series.done_bytes[-1] == burst.total_bytes == 8 * MiB
+    assert seen[-1].files == 2 and not seen[-1].running
+    latency = burst.to_json()["transfer_latency_s"]["write"]
+    assert latency["count"] == 8  # 4 transfers of 1 MiB per rank
+    assert 0 < latency["p50_s"] <= latency["p99_s"] <= latency["max_s"]
+    assert burst.ranks[0].extra["generate_s"] > 0

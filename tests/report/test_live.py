@@ -1,0 +1,174 @@
+"""Live progress: a line every few seconds in a batch log, a redrawn line on a terminal,
+nothing under -q or for a short phase; on a fake clock, with fake output."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from ckptgate.engine.sampler import NodeProgress
+from ckptgate.fixtures.progress import start_progress
+from ckptgate.report.live import LiveProgress, progress_line
+
+GB = 10**9
+
+
+def snapshot(elapsed_s: float, nbytes: int, running: bool = True, **fields: Any) -> NodeProgress:
+    base = NodeProgress(
+        node=0,
+        phase="write burst",
+        nth=0,
+        elapsed_s=elapsed_s,
+        bytes=nbytes,
+        files=0,
+        total_bytes=4 * GB,
+        total_files=8,
+        ranks=8,
+        slowest="global rank 3",
+        slowest_fraction=0.25,
+        running=running,
+    )
+    return replace(base, **fields)
+
+
+class Out:
+    """What the renderer wrote, by kind."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.redrawn: list[str] = []
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def renderer(tty: bool, enabled: bool = True, **kwargs: Any) -> tuple[LiveProgress, Out, Clock]:
+    out, clock = Out(), Clock()
+    live = LiveProgress(
+        out.lines.append, out.redrawn.append, tty=tty, enabled=enabled, clock=clock, **kwargs
+    )
+    return live, out, clock
+
+
+def play(live: LiveProgress, clock: Clock, seconds: float, step_s: float = 0.2) -> None:
+    """A 1 GB/s phase as the sampler reports it every watch step, then its end."""
+    steps = round(seconds / step_s)
+    for i in range(1, steps + 1):
+        clock.now = i * step_s
+        live.update(snapshot(clock.now, int(clock.now * GB)))
+    live.update(snapshot(clock.now, 4 * GB, running=False))
+
+
+def test_the_line_says_phase_done_of_total_rate_slowest_rank_and_eta() -> None:
+    line = progress_line([snapshot(1.0, 1 * GB)])
+    assert line.startswith("ckptgate: write burst")
+    assert "1.00 GB / 4.00 GB (25.0%)" in line
+    assert "1.00 GB/s" in line
+    assert "slowest global rank 3 (25.0%)" in line
+    assert "ETA 3.00 s" in line
+    assert "[8 ranks]" in line
+
+
+def test_the_line_sums_every_node_and_names_the_slowest_node() -> None:
+    behind = snapshot(1.0, GB // 2, node=1, slowest="global rank 12", slowest_fraction=0.1)
+    line = progress_line([snapshot(1.0, GB), behind])
+    assert "1.50 GB / 8.00 GB" in line
+    assert "1.50 GB/s" in line
+    assert "slowest node 1 global rank 12 (10.0%)" in line
+    assert "[2 nodes, 16 ranks]" in line
+
+
+def test_node_0_done_while_another_node_still_runs_says_so() -> None:
+    mine = snapshot(9.0, 4 * GB, running=False)
+    other = snapshot(8.0, 3 * GB, node=1)
+    line = progress_line([mine, other])
+    assert "node 0 done in 9.00 s, 1 other node running at the last beat" in line
+    assert "done in" in progress_line([mine, replace(other, running=False)])
+
+
+def test_a_files_phase_counts_files() -> None:
+    storm = snapshot(2.0, 0, phase="create storm", files=500, total_files=2000, total_bytes=0)
+    line = progress_line([storm])
+    assert "500 / 2,000 files (25.0%)" in line
+    assert "250 files/s" in line
+    assert "ETA 6.00 s" in line
+
+
+def test_a_batch_log_gets_a_line_every_few_seconds_and_the_last_one() -> None:
+    live, out, clock = renderer(tty=False, batch_every_s=5.0, show_after_s=2.0)
+    play(live, clock, 14.0)
+    assert out.redrawn == []
+    assert len(out.lines) == 4  # at 2 s, 7 s and 12 s, then the end
+    assert "done in 14.0 s" in out.lines[-1]
+    assert "slowest" not in out.lines[-1] and "ETA" not in out.lines[-1]
+
+
+def test_a_terminal_gets_one_line_redrawn_in_place() -> None:
+    live, out, clock = renderer(tty=True, tty_every_s=0.5, show_after_s=2.0)
+    play(live, clock, 4.0)
+    assert len(out.redrawn) >= 4
+    assert out.lines == [""]  # the end: a newline after the last redraw
+    assert "done in" in out.redrawn[-1]
+
+
+def test_a_short_phase_prints_nothing() -> None:
+    live, out, clock = renderer(tty=False, show_after_s=2.0)
+    play(live, clock, 1.8)
+    assert out.lines == out.redrawn == []
+
+
+def test_disabled_prints_nothing() -> None:
+    live, out, clock = renderer(tty=False, enabled=False)
+    play(live, clock, 20.0)
+    assert out.lines == out.redrawn == []
+
+
+class FakeReporter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._tw = SimpleNamespace(fullwidth=80, _file=SimpleNamespace(isatty=lambda: False))
+
+    def write_line(self, line: str) -> None:
+        self.lines.append(line)
+
+    def flush(self) -> None:
+        pass
+
+
+def fake_config(verbosity: int, reporter: FakeReporter) -> Any:
+    plugins = {"terminalreporter": reporter, "capturemanager": None}
+    return SimpleNamespace(
+        get_verbosity=lambda: verbosity,
+        pluginmanager=SimpleNamespace(get_plugin=plugins.get),
+    )
+
+
+@pytest.mark.parametrize(
+    ("verbosity", "node", "prints"),
+    [(0, 0, True), (-1, 0, False), (0, 1, False)],
+    ids=["default", "quiet", "node=1"],
+)
+def test_only_node_0_prints_and_minus_q_quiets_it(verbosity: int, node: int, prints: bool) -> None:
+    reporter = FakeReporter()
+    sampler = start_progress(fake_config(verbosity, reporter), node, SimpleNamespace())
+    assert sampler.on_sample is not None
+    for elapsed in (0.5, 3.0, 9.0):
+        sampler.on_sample(snapshot(elapsed, int(elapsed * GB)))
+    assert bool(reporter.lines) is prints
+
+
+def test_other_nodes_send_their_progress_with_the_heartbeat() -> None:
+    heartbeat = SimpleNamespace(progress=None)
+    sampler = start_progress(
+        fake_config(0, FakeReporter()), 1, SimpleNamespace(heartbeat=heartbeat)
+    )
+    sampler.latest = snapshot(1.0, GB)
+    assert heartbeat.progress is not None and heartbeat.progress() == sampler.latest
