@@ -28,6 +28,7 @@ from ckptgate.checks.context import CheckContext
 from ckptgate.cluster.nodes import run_everywhere
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_bytes, format_count, format_seconds
+from ckptgate.sizing.checklist import BY_ID
 from ckptgate.storage.manifest import FileStamp
 from ckptgate.workloads.fileplan import FilePlan
 from ckptgate.workloads.metadata_storm import (
@@ -68,6 +69,9 @@ class MetadataRun:
     deleted: list[str]
     metadata_bytes: int
     """The committed ``.metadata``'s size: DCP's for the profile, or the replayed tree's."""
+    left_after_delete: tuple[str, ...] = ()
+    """Files of the older checkpoint still there after the delete storm (a bulk delete may
+    drop a key without an error: s3fs's DeleteObjects runs quiet)."""
 
     def worst(self) -> StormResult:
         """The slowest round: every checkpoint must commit within its window."""
@@ -110,7 +114,7 @@ class MetadataRun:
                 **{f"commit_{op}": s.to_json() for op, s in commit.items()},
                 "list": self.listing.latencies["list"].to_json(),
                 "stat": self.stat.latencies["stat"].to_json(),
-                "unlink": self.delete.latencies["unlink"].to_json(),
+                **{op: s.to_json() for op, s in self.delete.latencies.items()},
             },
             "restore": {"list": self.listing.to_json(), "stat": self.stat.to_json()},
             "delete": self.delete.to_json(),
@@ -244,7 +248,7 @@ def run_metadata(ctx: CheckContext) -> MetadataRun:
         "the end of the delete storm",
         lambda: run_delete_storm(pool, target.fs_spec, mine, delete_timeout_s),
     )
-    target.forget_removed(mine)
+    left = target.forget_removed(mine)
     return MetadataRun(
         ctx=ctx,
         files=files,
@@ -256,6 +260,7 @@ def run_metadata(ctx: CheckContext) -> MetadataRun:
         delete=combine_phases(deletes),
         deleted=older_paths,
         metadata_bytes=_metadata_bytes(ctx, replay),
+        left_after_delete=tuple(left),
     )
 
 
@@ -293,6 +298,12 @@ def _scope(run: MetadataRun) -> str:
     )
 
 
+def _title(id: str, label: str) -> str:
+    """The registry's title, with what the phase is on an object store in brackets."""
+    title = BY_ID[id].title
+    return f"{title} [{label}]" if label else title
+
+
 def create_rate(run: MetadataRun) -> Item:
     """Checklist 6: files per second from the common start to the commit, against the window."""
     ctx = run.ctx
@@ -305,8 +316,12 @@ def create_rate(run: MetadataRun) -> Item:
         else f"interval / headroom {format_seconds(sizing.create_window_s)} (async)"
     )
     projected_s = sizing.files_per_checkpoint / worst.checkpoint_rate_per_s
+    store = ctx.target.store
+    ops = ("create", "close") if store else ("create", "fsync", "close")
+    labels = f"; {store.fsync_words}; {store.commit_words}" if store else ""
     item = judge(
         id="metadata-create-rate",
+        title=_title("metadata-create-rate", "no fsync, commit copy+delete" if store else ""),
         measured=worst.checkpoint_rate_per_s,
         required=sizing.create_rate_per_s,
         cluster_required=sizing.create_rate_per_s,
@@ -319,7 +334,7 @@ def create_rate(run: MetadataRun) -> Item:
             f"{format_bytes(run.metadata_bytes)} .metadata "
             f"{format_seconds(worst.commit.span_s if worst.commit else 0.0)}), a full "
             f"checkpoint in {format_seconds(projected_s)}; "
-            f"{_percentiles(worst.create, ('create', 'fsync', 'close'))}; {_scale(run)}"
+            f"{_percentiles(worst.create, ops)}; {_scale(run)}{labels}"
         ),
         scope=_scope(run),
     )
@@ -351,22 +366,43 @@ def restore_stat(run: MetadataRun) -> Item:
 
 
 def delete_storm(run: MetadataRun) -> Item:
-    """Checklist 6: removing an older checkpoint's files finishes within the interval."""
+    """Checklist 6: removing an older checkpoint's files finishes within the interval; on an
+    object store through its bulk delete, named with its keys per request."""
     ctx = run.ctx
     delete = run.delete
     interval_s = ctx.profile.checkpoint.interval_s
     files = ctx.sizing.files_per_checkpoint
     projected_s = files / delete.rate_per_s
-    return judge(
+    store = ctx.target.store
+    requests = delete.latencies.get("delete_batch")
+    if store is not None and requests is not None:
+        how = (
+            f"{store.batch_delete_words} from {len(delete.burst.ranks)} ranks: "
+            f"{format_count(delete.ops)} keys in "
+            f"{format_count(requests.count)} requests in {format_seconds(delete.span_s)}"
+        )
+        label = store.batch_label(delete.ops, requests.count)
+    else:
+        how = f"{format_count(delete.ops)} unlinks in {format_seconds(delete.span_s)}"
+        label = ""
+    item = judge(
         id="metadata-delete",
+        title=_title("metadata-delete", label),
         measured=projected_s,
         required=interval_s,
         cluster_required=interval_s,
         unit="s",
         better="lower",
         detail=f"{ctx.profile.name}: a checkpoint's {format_count(files)} files removed within "
-        f"the {format_seconds(interval_s)} interval; measured {format_count(delete.ops)} "
-        f"unlinks in {format_seconds(delete.span_s)} ({delete.rate_per_s:.3g}/s); "
-        f"{_percentiles(delete, ('unlink',))}; {_scale(run)}",
+        f"the {format_seconds(interval_s)} interval; measured {how} "
+        f"({delete.rate_per_s:.3g}/s); "
+        f"{_percentiles(delete, ('unlink', 'delete_batch'))}; {_scale(run)}",
         scope=_scope(run),
     )
+    if run.left_after_delete:
+        item.passed = False
+        item.detail += (
+            f"; {len(run.left_after_delete)} files still there after the delete, e.g. "
+            f"{run.left_after_delete[0]}"
+        )
+    return item

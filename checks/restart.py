@@ -24,6 +24,7 @@ from ckptgate.checks.write import WriteCampaign
 from ckptgate.engine.records import BurstResult
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_bytes, format_seconds
+from ckptgate.storage.object_store import ObjectStore
 from ckptgate.workloads.readback import ReadResult, run_readback, summarize
 from ckptgate.workloads.reshard import ReshardResult, run_reshard
 from ckptgate.workloads.write_burst import ShardFile
@@ -50,7 +51,12 @@ def _files_to_read(campaign: WriteCampaign) -> tuple[list[ShardFile], int]:
     return list(campaign.latest), 1
 
 
-def _cache_words(result: ReadResult) -> str:
+def _cache_words(result: ReadResult, store: ObjectStore | None = None) -> str:
+    if store is not None:
+        return (
+            f"object store ({store.name}): no page cache on this node and fsspec's read cache "
+            "off, every read goes to the store: residency not applicable"
+        )
     if result.memory_backed:
         return "memory-backed target: its page cache is the storage, residency not gated"
     if result.resident_fraction is None:
@@ -82,7 +88,8 @@ def _judge_read(campaign: WriteCampaign, id: str, result: ReadResult, what: str)
             f"{ctx.profile.name}: {restart.formula}; this run: "
             f"{format_bytes(burst.total_bytes)} / {read_s:g} s; {what}; slowest rank "
             f"{slowest.rank} ({format_bytes(slowest.bytes)} in "
-            f"{format_seconds(slowest.total_s)}); {_cache_words(result)}; {ctx.plan.scale()}"
+            f"{format_seconds(slowest.total_s)}); {_cache_words(result, ctx.target.store)}; "
+            f"{ctx.plan.scale()}"
         ),
         scope=ctx.plan.scope(),
     )

@@ -33,6 +33,7 @@ from ckptgate.sizing import (
     format_rate,
     format_seconds,
 )
+from ckptgate.storage.object_store import ObjectStore
 from ckptgate.workloads.fileplan import (
     FilePlan,
     dcp_plan,
@@ -346,6 +347,7 @@ class WriteCampaign:
     def section(self) -> dict[str, Any]:
         """The report's ``write`` section: the slowest round, every round's span, the rest."""
         worst = self.worst()
+        store = self.ctx.target.store
         return {
             **worst.to_json(),
             "rounds": len(self.bursts),
@@ -358,6 +360,8 @@ class WriteCampaign:
             "capped": self.ctx.plan.capped,
             "file_plan": self.file_plan.to_json(),
             "replay": self.replay_counts(),
+            # on an object store the ranks' "fsync" phase is a flush that makes nothing durable
+            "fsync": store.fsync_words if store else "fsync before close",
         }
 
 
@@ -389,7 +393,7 @@ def stall_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words: s
     ctx = campaign.ctx
     slowest = burst.slowest
     budget = ctx.sizing.requirements["stall_budget_s"]
-    phases = ", ".join(f"{k} {format_seconds(v)}" for k, v in slowest.phases_s.items())
+    phases = phase_words(slowest.phases_s, ctx.target.store)
     commit = burst.commit
     if commit is not None:
         phases += (
@@ -408,6 +412,16 @@ def stall_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words: s
         f"({format_bytes(slowest.bytes)}: {phases}); {words}; {ctx.plan.scale()}",
         scope=ctx.plan.scope(),
     )
+
+
+def phase_words(phases_s: dict[str, float], store: ObjectStore | None) -> str:
+    """A rank's phases and their times; on an object store the fsync phase is named for what
+    it is (there is none: the object is committed on close), not shown as a time."""
+    return ", ".join(
+        store.fsync_words if store is not None and name == "fsync" else
+        f"{name} {format_seconds(seconds)}"
+        for name, seconds in phases_s.items()
+    )  # fmt: skip
 
 
 def persist_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words: str) -> Item:
@@ -432,7 +446,7 @@ def persist_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words:
         unit="B/s",
         detail=f"{ctx.profile.name}: {planned.formula}; this run: {format_bytes(played)} / "
         f"{checkpoint.interval_s:g} s x {checkpoint.async_headroom:g} headroom; {words}; "
-        f"{ctx.plan.scale()}",
+        f"{ctx.plan.scale()}{_persisted_words(ctx.target.store)}",
         scope=ctx.plan.scope(),
     )
     if not item.passed and burst.aggregate_bytes_per_s >= minimum:
@@ -441,6 +455,12 @@ def persist_item(campaign: WriteCampaign, burst: BurstResult, *, id: str, words:
             "only without contention"
         )
     return item
+
+
+def _persisted_words(store: ObjectStore | None) -> str:
+    if store is None:
+        return ""
+    return f"; persisted means the upload completed on close ({store.fsync_words})"
 
 
 def _rounds_words(campaign: WriteCampaign) -> str:

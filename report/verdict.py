@@ -9,6 +9,9 @@ SPEC.md, "What a verdict means": nothing but these four may be called a result, 
 - trial: shards capped, items not run, or other trial settings: a rehearsal;
 - failed: at least one item failed or errored, each named.
 
+On an object store a passing verdict says what it does not claim (``RunScale.caveats``): the
+store has no fsync and commits by copy and delete, so no atomic commit was qualified.
+
 A run that measured nothing (no item answered) is not a verdict: ``status`` is ``error``.
 """
 
@@ -37,6 +40,9 @@ class RunScale:
     trial_settings: tuple[str, ...] = ()
     """Why the run is a rehearsal (capped shards, fewer metadata files than a checkpoint)."""
     memory_backed: bool = False
+    caveats: tuple[str, ...] = ()
+    """What a passing verdict does not claim on this target (an object store: no fsync, no
+    atomic commit); every verdict line but ``failed`` and ``error`` carries them."""
 
     def words(self) -> str:
         share = self.nodes / self.cluster_nodes if self.cluster_nodes else 0.0
@@ -78,6 +84,7 @@ def decide(items: Sequence[Item], scale: RunScale) -> Verdict:
             scale=scale_json,
         )
     memory = "; memory-backed target: its page cache is the storage" if scale.memory_backed else ""
+    memory += "".join(f"; {caveat}" for caveat in scale.caveats)
     if bad:
         names = ", ".join(f"{item.title} ({item.status})" for item in bad)
         return Verdict(

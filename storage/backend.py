@@ -5,8 +5,9 @@ delete) that each backend file fills in, so its drivers never branch on the back
 ``AbstractFileSystem`` is the same idea for Python. Here ``Backend`` is that table, with what
 the checkpoint drivers need: exclusive create, full writes, fsync that says whether it made
 anything durable, reads into a caller's buffer at an offset (O_DIRECT where asked and allowed,
-with the refusal reason), stat, list, unlink, rename, directory fsync, and the page-cache
-operations a backend with a node-local page cache offers (``has_page_cache``).
+with the refusal reason), stat, list, unlink (one, or a batch where the store has a bulk
+delete), rename, directory fsync, and the page-cache operations a backend with a node-local
+page cache offers (``has_page_cache``).
 
 Implementations: ``ckptgate.storage.posix`` (thin ``os`` calls) and
 ``ckptgate.storage.fsspec_backend`` (any fsspec filesystem). Rank processes receive a
@@ -106,6 +107,17 @@ class Backend(Writer[H], Protocol[H]):
 
     def unlink(self, path: str) -> None:
         """Remove the file ``path`` (FileNotFoundError when it is not there)."""
+        ...
+
+    @property
+    def batch_delete_keys(self) -> int:
+        """Keys one bulk delete request removes (S3 DeleteObjects: 1000); 0 where the backend
+        has no bulk delete and ``unlink_batch`` is one unlink per file."""
+        ...
+
+    def unlink_batch(self, paths: list[str]) -> None:
+        """Remove every file of ``paths``: one request of a bulk delete where the backend has
+        one (at most ``batch_delete_keys`` paths), else one unlink each."""
         ...
 
     def rename(self, source: str, destination: str) -> None:

@@ -1,11 +1,12 @@
 """The fsspec backend: the operations table on any fsspec filesystem (object stores included).
 
-fsspec's file objects buffer writes and commit them on close; where a file object exposes an
-OS descriptor (a local filesystem) ``fsync`` reaches it, elsewhere it reports that nothing was
-made durable. Reads turn fsspec's own read-ahead cache off (``cache_type="none"``), which would
-otherwise serve them from this process's memory. fsspec gives no control of a page cache and
-no O_DIRECT, so this backend has neither; the POSIX backend serves local targets by default.
-"""
+fsspec's file objects buffer writes and commit them on close (on an object store the object
+appears whole then, and a rename is a copy and a delete: ``ckptgate.storage.object_store``);
+where a file object exposes an OS descriptor (a local filesystem) ``fsync`` reaches it,
+elsewhere it reports that nothing was made durable. Reads turn fsspec's own read-ahead cache
+off (``cache_type="none"``), which would otherwise serve them from this process's memory.
+fsspec gives no control of a page cache and no O_DIRECT, so this backend has neither; the POSIX
+backend serves local targets by default."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import IO, Any
 from fsspec import AbstractFileSystem
 
 from ckptgate.storage.backend import LOCAL_PROTOCOLS, Bytes, ReadFile
+from ckptgate.storage.object_store import object_store
 from ckptgate.storage.target import MEMORY_BACKED_FS_TYPES, local_fs_facts
 
 
@@ -36,6 +38,10 @@ class FsspecBackend:
         self.fs = filesystem
         protocol = filesystem.protocol
         self.protocol: str = protocol if isinstance(protocol, str) else protocol[0]
+        store = object_store(self.protocol)
+        self.batch_delete_keys: int = store.batch_delete_keys if store else 0
+        """Keys per bulk delete request (s3fs's rm of a list sends DeleteObjects of at most
+        1000 keys; ``ckptgate.storage.object_store``); 0: one ``rm_file`` per file."""
 
     def create(self, path: str, *, exclusive: bool = True) -> IO[bytes]:
         return self.fs.open(path, "xb" if exclusive else "wb")
@@ -78,6 +84,15 @@ class FsspecBackend:
 
     def unlink(self, path: str) -> None:
         self.fs.rm_file(path)
+
+    def unlink_batch(self, paths: list[str]) -> None:
+        if not self.batch_delete_keys:
+            for path in paths:
+                self.fs.rm_file(path)
+            return
+        if len(paths) > self.batch_delete_keys:
+            raise ValueError(f"{len(paths)} keys: one request takes {self.batch_delete_keys}")
+        self.fs.rm(list(paths))  # s3fs: one DeleteObjects request for up to 1000 keys
 
     def rename(self, source: str, destination: str) -> None:
         self.fs.mv(source, destination)

@@ -27,6 +27,8 @@ class PosixBackend:
 
     name = "posix"
     has_page_cache = True
+    batch_delete_keys = 0
+    """No bulk delete: one unlink per file."""
 
     def create(self, path: str, *, exclusive: bool = True) -> int:
         return os.open(path, _CREATE_EXCLUSIVE if exclusive else _CREATE_TRUNCATE, FILE_MODE)
@@ -56,6 +58,10 @@ class PosixBackend:
     unlink = staticmethod(os.unlink)
     # os.replace is rename(2): atomic, and it replaces an existing destination
     rename = staticmethod(os.replace)
+
+    def unlink_batch(self, paths: list[str]) -> None:
+        for path in paths:
+            os.unlink(path)
 
     def fsync_dir(self, path: str) -> bool:
         # A rename is durable only once its directory entry is: fsync the directory.

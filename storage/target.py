@@ -37,6 +37,7 @@ from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.janitor import Janitor, TargetHung
 from ckptgate.storage.lease import LEASE_PERIOD_S, LeaseKeeper, lease_path
 from ckptgate.storage.manifest import FileStamp, ManifestWriter
+from ckptgate.storage.object_store import ObjectStore, PartSize, object_store, part_size
 
 __all__ = ["CleanupReport", "FsFacts", "Target", "TargetError", "TargetHung"]
 
@@ -127,16 +128,34 @@ class StampedFile(Protocol):
 class Target:
     """The target URL, its fsspec filesystem, and the run directory this session owns."""
 
-    def __init__(self, url: str, storage_options: dict | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        *,
+        transfer_bytes: int | None = None,
+    ) -> None:
+        """``transfer_bytes``: on an object store, the upload part size is tied to it unless
+        ``storage_options`` set it (``ckptgate.storage.object_store.part_size``)."""
         self.url = url
         options = dict(storage_options or {})
+        self.part: PartSize | None = None
+        """The upload part size on an object store (None elsewhere, or not asked)."""
         try:
             filesystem, root = fsspec.core.url_to_fs(url, **options)
-        except (ValueError, ImportError) as error:
+            protocol = filesystem.protocol
+            name = protocol if isinstance(protocol, str) else protocol[0]
+            if transfer_bytes is not None:
+                tied, self.part = part_size(name, options, transfer_bytes)
+                if tied != options:  # the filesystem again, with the part size it will use
+                    options = tied
+                    filesystem, root = fsspec.core.url_to_fs(url, **options)
+        except (ValueError, ImportError, TypeError) as error:
             raise TargetError(f"--target {url!r}: {error}") from None
-        protocol = filesystem.protocol
+        self.store: ObjectStore | None = object_store(name)
+        """The object store under the target (None for a filesystem): what the report labels."""
         # what rank processes get to reach the target (the backend is chosen from the protocol)
-        self.fs_spec = BackendSpec(protocol if isinstance(protocol, str) else protocol[0], options)
+        self.fs_spec = BackendSpec(name, options)
         self.fs: AbstractFileSystem = filesystem
         self.root = root.rstrip("/") or "/"
         self.run_dir: str | None = None
@@ -258,6 +277,17 @@ class Target:
                 f"({error.strerror})"
             ) from None
         self._meta_files.append(self.manifest.path)
+
+    @property
+    def lease_words(self) -> str | None:
+        """What the header says when no lease protects the target (None when one does)."""
+        if self.is_local:
+            return None
+        return (
+            f"no lease protects the target: {self.fs_spec.protocol} is not a POSIX target, so "
+            "this run keeps no lease and does not look for other live runs on it; run one "
+            "ckptgate at a time on this prefix"
+        )
 
     def start_lease(self, *, period_s: float = LEASE_PERIOD_S) -> None:
         """Keep this node's lease fresh in the run directory (local targets) until
@@ -427,12 +457,16 @@ class Target:
             raise next(iter(outcome.errors.values()))
         return removed
 
-    def forget_removed(self, paths: list[str] | tuple[str, ...]) -> None:
-        """Drop from the registry files the run's own workload deleted (a delete storm)."""
+    def forget_removed(self, paths: list[str] | tuple[str, ...]) -> list[str]:
+        """Drop from the registry files the run's own workload deleted (a delete storm);
+        returns those of ``paths`` still there (they stay registered)."""
+        if hasattr(self.fs, "invalidate_cache"):
+            self.fs.invalidate_cache()  # s3fs lists from a cache: ask the store itself
         gone = {p for p in paths if not self.fs.exists(p)}
         if self.manifest is not None:
             self.manifest.removed(sorted(gone & set(self._files)))
         self._files = [p for p in self._files if p not in gone]
+        return [p for p in paths if p not in gone]
 
     def cleanup(self, files: bool = True, directories: bool = True) -> CleanupReport:
         """Remove exactly what the run created: registered files, then its own directories.

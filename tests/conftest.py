@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.s3server import S3Server, s3_server
+
 # The machines that run this suite are shared and noisy: a per-example deadline would fail
 # property tests for the machine's load, not for the property. Examples stay bounded per test.
 settings.register_profile("ckptgate", deadline=None, print_blob=True)
@@ -31,3 +33,11 @@ def directory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path)
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Server]:
+    """moto's S3 server on loopback, with a bucket (``tests/s3server.py``); stopped after the
+    session, and skipped where moto or s3fs is not installed."""
+    with s3_server() as server:
+        yield server

@@ -16,7 +16,8 @@ files, spread over this node's rank processes), in four phases, each from a comm
   (``read_manifest`` reads the listing back);
 - ``list`` and ``stat``: what a restore does first: list the directory (one rank), then stat
   every file (split over the ranks);
-- ``unlink``: the retention delete storm: every file of an older checkpoint removed.
+- ``unlink``: the retention delete storm: every file of an older checkpoint removed (on an
+  object store in bulk delete requests, S3 DeleteObjects through s3fs, each request timed).
 
 Every operation is timed on its own (``time.perf_counter``), so each phase reports its rate
 over the common span and per-operation latency percentiles (``ckptgate.engine.latency``).
@@ -280,7 +281,7 @@ def list_task(ctx: RankContext, *, fs: BackendSpec, directory: str) -> RankResul
 
 
 def _timed_each(
-    ctx: RankContext, op: str, paths: list[str], call: Callable[[str], Any]
+    ctx: RankContext, op: str, paths: Sequence[Any], call: Callable[[Any], Any]
 ) -> tuple[RankResult, list[Any]]:
     """Apply ``call`` to each path from the common start, reading the clock after each call.
 
@@ -295,7 +296,8 @@ def _timed_each(
     results: list[Any] = [None] * len(paths)
     progress = ctx.progress
     phases = PhaseMarks.start(ctx)
-    progress(phase=op, path=paths[0] if paths else "")
+    first = paths[0] if paths else ""
+    progress(phase=op, path=first if isinstance(first, str) else first[0])  # a batch: its key
     stamps[0] = clock()
     for n, path in enumerate(paths):
         progress(files=n)
@@ -304,7 +306,8 @@ def _timed_each(
         except OSError as error:
             if error.filename:
                 raise
-            raise OSError(error.errno, error.strerror, path) from error
+            named = path if isinstance(path, str) else path[0]  # a batch: its first key
+            raise OSError(error.errno, error.strerror, named) from error
         stamps[n + 1] = clock()
     progress(files=len(paths), phase="done")
     phases.mark(op)
@@ -324,8 +327,21 @@ def stat_task(ctx: RankContext, *, fs: BackendSpec, paths: list[str]) -> RankRes
 
 
 def unlink_task(ctx: RankContext, *, fs: BackendSpec, paths: list[str]) -> RankResult:
-    """Rank task: remove each of ``paths`` from the common start (the retention delete storm)."""
-    return _timed_each(ctx, "unlink", paths, fs.open().unlink)[0]
+    """Rank task: remove ``paths`` from the common start (the retention delete storm).
+
+    Where the backend has a bulk delete (an object store: S3 DeleteObjects through s3fs's
+    ``rm``), the paths go in requests of ``batch_delete_keys`` keys, as a checkpoint manager
+    deleting a retired step does, and each request is timed (``delete_batch``); elsewhere one
+    unlink per file (``unlink``).
+    """
+    backend = fs.open()
+    keys = backend.batch_delete_keys
+    if not keys:
+        return _timed_each(ctx, "unlink", paths, backend.unlink)[0]
+    batches = [paths[i : i + keys] for i in range(0, len(paths), keys)]
+    record = _timed_each(ctx, "delete_batch", batches, backend.unlink_batch)[0]
+    extra = {**record.extra, "files": len(paths), "requests": len(batches), "keys": keys}
+    return dataclasses.replace(record, extra=extra)
 
 
 # --- results and drivers ----------------------------------------------------------------------

@@ -72,3 +72,17 @@ def test_a_run_that_answered_nothing_is_no_verdict() -> None:
     verdict = decide([], FULL)
     assert verdict.status == "error"
     assert "measured nothing" in verdict.line
+
+
+def test_on_an_object_store_a_passing_verdict_says_atomic_commit_was_not_qualified() -> None:
+    """An object store has no fsync and commits by copy and delete: green must not claim an
+    atomic commit, whatever the status."""
+    caveat = "object store (S3 through s3fs): no fsync, commit by copy and delete: atomic commit not qualified"  # noqa: E501
+    full = RunScale(2048, 2048, 16384, 16384, True, caveats=(caveat,))
+    partial = RunScale(64, 2048, 512, 16384, False, caveats=(caveat,))
+    trial = RunScale(2048, 2048, 16384, 16384, True, ("shards capped at 1 GB",), caveats=(caveat,))
+    for scale, status in ((full, "qualified"), (partial, "partial"), (trial, "trial")):
+        verdict = decide(_items(), scale)
+        assert verdict.status == status
+        assert verdict.line.endswith(f"; {caveat}"), verdict.line
+    assert "atomic commit" not in decide(_items(), FULL).line

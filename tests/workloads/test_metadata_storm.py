@@ -7,19 +7,25 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ckptgate.checks.metadata import MetadataRun, delete_storm
+from ckptgate.cluster.plan import plan_node
 from ckptgate.engine.datagen import BlockStamper, StampKey
 from ckptgate.engine.pool import RankFailure, RankPool
+from ckptgate.sizing import derive, load_profile
 from ckptgate.storage.backend import BackendName, BackendSpec
+from ckptgate.storage.object_store import ObjectStore, object_store
 from ckptgate.workloads.metadata_storm import (
     METADATA_NAME,
     METADATA_STAMP_RANK,
     METADATA_TMP_NAME,
     WRITE_BYTES,
+    Phase,
     manifest_bytes,
     read_manifest,
     run_commit,
@@ -30,6 +36,7 @@ from ckptgate.workloads.metadata_storm import (
     storm_files,
 )
 from ckptgate.workloads.write_burst import shard_file_name
+from tests.s3server import S3Server
 
 RANKS = 3
 RUN_ID = 20261129
@@ -209,3 +216,52 @@ def test_storm_files_follow_dcps_names_in_global_order(files: int, per_rank: int
         divmod(n, per_rank) for n in range(files)
     ]
     assert all(f.path == f"/ckpt/__{f.global_rank}_{f.index}.distcp" for f in planned)
+
+
+def test_on_s3_the_delete_storm_sends_batch_deletes_and_removes_every_key(
+    pool: RankPool, s3: S3Server
+) -> None:
+    """An object store deletes in bulk (S3 DeleteObjects through s3fs's rm): one timed request
+    per rank's batch, not one per key, and every key of the checkpoint is gone after."""
+    spec = BackendSpec("s3", s3.storage_options)
+    filesystem = s3.filesystem()
+    directory = f"{s3.bucket}/storm-{RUN_ID}"
+    paths = [f"{directory}/{shard_file_name(rank, 0)}" for rank in range(31)]
+    kept = f"{directory}/kept"
+    for path in [*paths, kept]:
+        filesystem.pipe_file(path, b"x")
+    try:
+        phase = run_delete_storm(pool, spec, paths, 60)
+        assert phase.ops == 31
+        assert set(phase.latencies) == {"delete_batch"}
+        assert phase.latencies["delete_batch"].count == RANKS  # one request per rank's batch
+        filesystem.invalidate_cache()
+        assert filesystem.ls(directory, detail=False) == [kept]
+        # The check names the batch delete in its row, and fails a storm that left keys (a
+        # quiet DeleteObjects reports no per-key error: the check looks after it).
+        done = delete_storm(_metadata_run(phase, store=object_store("s3")))
+        assert done.passed and done.title.endswith("[batch delete, 10 keys per request]")
+        assert "batch delete, up to 1000 keys per request (S3 DeleteObjects" in done.detail
+        left = delete_storm(_metadata_run(phase, object_store("s3"), left=(paths[0],)))
+        assert (
+            left.passed is False
+            and f"1 files still there after the delete, e.g. {paths[0]}" in left.detail
+        )
+    finally:
+        filesystem.rm(directory, recursive=True)
+
+
+def _metadata_run(
+    phase: Phase, store: ObjectStore | None, left: tuple[str, ...] = ()
+) -> MetadataRun:
+    """A metadata run around a measured delete phase (the other phases are not read)."""
+    profile = load_profile("tmpfs")
+    ctx = SimpleNamespace(
+        profile=profile,
+        sizing=derive(profile),
+        target=SimpleNamespace(store=store),
+        plan=plan_node(profile, RANKS, 0, 1),
+    )
+    return MetadataRun(ctx=ctx, files=phase.ops, rounds=[], listed_names=(), stat_sizes={},
+                       listing=phase, stat=phase, delete=phase, deleted=[],
+                       left_after_delete=left)  # type: ignore[arg-type]  # fmt: skip
