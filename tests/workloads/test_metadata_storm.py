@@ -264,4 +264,4 @@ def _metadata_run(
     )
     return MetadataRun(ctx=ctx, files=phase.ops, rounds=[], listed_names=(), stat_sizes={},
                        listing=phase, stat=phase, delete=phase, deleted=[],
-                       left_after_delete=left)  # type: ignore[arg-type]  # fmt: skip
+                       metadata_bytes=0, left_after_delete=left)  # type: ignore[arg-type]  # fmt: skip
