@@ -149,12 +149,21 @@ def _sequential(path: str, refused: str | None) -> OpenedFile:
 
 
 def aligned_buffer(size_bytes: int) -> mmap.mmap:
-    """A writable buffer of ``size_bytes`` rounded up to 4 KiB, page-aligned (O_DIRECT needs it).
+    """A writable buffer of ``size_bytes`` rounded up to 4 KiB, page-aligned (O_DIRECT needs it)
+    and populated: private anonymous memory with every page faulted in now (``MAP_POPULATE``,
+    else a write to each page), so the timed read's first transfer does not pay for faulting
+    and zeroing its buffer (IOR's buffer is touched before its timer starts too). Measured
+    here, one process reading 512 MiB of tmpfs in 16 MiB transfers into a fresh buffer: 108.6
+    ms unpopulated, 95.9 ms populated, 91 ms into a buffer used before.
 
     Anonymous mappings start on a page boundary, which no bytearray promises.
     """
     rounded = max(DIRECT_ALIGN_BYTES, -(-size_bytes // DIRECT_ALIGN_BYTES) * DIRECT_ALIGN_BYTES)
-    return mmap.mmap(-1, rounded)
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+    buffer = mmap.mmap(-1, rounded, flags=flags)
+    for page in range(0, rounded, mmap.PAGESIZE):
+        buffer[page] = 0  # where MAP_POPULATE is missing or ignored, fault each page now
+    return buffer
 
 
 def read_into(fd: int, buffer: memoryview, offset: int, direct: bool = False) -> int:

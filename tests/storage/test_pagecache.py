@@ -142,3 +142,16 @@ def test_a_buffered_read_advises_sequential_access_and_a_direct_one_does_not(
         opened = pagecache.open_read(str(path), direct=direct)
         os.close(opened.fd)
         assert advised == ([] if opened.direct else [os.POSIX_FADV_SEQUENTIAL])
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_read_buffer_is_populated_before_the_timed_read() -> None:
+    # the timed read's first transfer must not fault in and zero its own buffer
+    before = _rss_bytes()
+    buffer = pagecache.aligned_buffer(64 * 2**20)
+    assert _rss_bytes() - before >= 60 * 2**20
+    assert len(buffer) == 64 * 2**20
