@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import mmap
 import tracemalloc
 import zlib
 
@@ -169,8 +168,3 @@ def test_a_block_from_the_next_transfer_fails_the_hash_and_is_named() -> None:
     with pytest.raises(DataMismatch, match=rf"shard\.bin: byte at offset {first + 24 + 2} "):
         stamper.verify(data, 0, "shard.bin")
 
-
-def test_the_stamped_pool_starts_on_a_page_boundary() -> None:
-    stamper = BlockStamper(StampKey(1, 2), 3 * 4096 + 10)
-    view = np.frombuffer(stamper.fill(0, 4096), dtype=np.uint8)
-    assert view.ctypes.data % mmap.PAGESIZE == 0  # as IOR's buffer (issue 16)
