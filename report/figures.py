@@ -174,6 +174,27 @@ def node_bandwidth(bursts: Sequence[Burst]) -> str | None:
     return _svg(figure, "node-bandwidth")
 
 
+def bandwidth_over_time(runs: Sequence[dict[str, Any]]) -> str | None:
+    """Each run's sampled bandwidth (``bandwidth_series``: rates between samples, per node)
+    against the time since its common start, one line per run and node, drawn as steps."""
+    drawn = [r for r in runs if len(r.get("t_s") or ()) > 1 and r.get("bytes_per_s")]
+    if not drawn:
+        return None
+    figure, axes = _figure(3.2)
+    ax = axes[0][0]
+    for run in drawn:
+        times, rates = run["t_s"], run["bytes_per_s"]
+        label = f"{run.get('phase')} #{run.get('nth')}, node {run.get('node')}"
+        ax.step(times[: len(rates) + 1], [*rates, rates[-1]][: len(times)], where="post",
+                label=label)  # fmt: skip
+    _ticks(ax.yaxis, "B/s")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("seconds since the run's common start")
+    ax.set_ylabel("bandwidth")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _svg(figure, "bandwidth-over-time")
+
+
 def metadata_latency(latency_s: dict[str, dict[str, float]]) -> str | None:
     """p50, p99 and max latency per metadata operation (log scale)."""
     ops = [op for op, stats in latency_s.items() if stats.get("max_s")]

@@ -241,6 +241,29 @@ def _bursts(found: Sequence[Burst], plots: bool) -> list[str]:
     return out
 
 
+def _series(section: dict[str, Any] | None, plots: bool) -> list[str]:
+    """Bandwidth over time: the live progress sampler's series (``bandwidth_series``)."""
+    out = ["<h3>Bandwidth over time</h3>"]
+    runs = (section or {}).get("runs") or []
+    if not runs:
+        return [*out, '<p class="note">no bandwidth series in this report</p>']
+    rows = [
+        [
+            esc(f"{r.get('phase')} #{r.get('nth')}"),
+            num(str(r.get("node"))),
+            num(str(len(r.get("t_s") or ()))),
+            num(format_value(r.get("interval_s"), "s")),
+            num(format_value(max(r.get("bytes_per_s") or [0.0]), "B/s")),
+        ]
+        for r in runs
+    ]
+    out.append(table(("run", "node", "samples", "interval", "peak"), rows))
+    if plots:
+        caption = "bytes per second between samples of the ranks' progress, per run and node"
+        out.append(figure(figures.bandwidth_over_time(runs), caption))
+    return out
+
+
 def _metadata(section: dict[str, Any] | None, plots: bool) -> list[str]:
     out = ["<h2>Metadata</h2>"]
     if not section:
@@ -346,6 +369,7 @@ def render_report(data: dict[str, Any], source: str = "") -> str:
         body.append(figure(figures.margins([("", items)]), "margin of each item; log scale"))
     found = list(bursts(data))
     body += _bursts(found, plots)
+    body += _series(data.get("bandwidth_series"), plots)
     body += _metadata(data.get("metadata"), plots)
     body += _contention(data.get("contention"), plots)
     body += _sweep(data, plots)

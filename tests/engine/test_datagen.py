@@ -167,4 +167,3 @@ def test_a_block_from_the_next_transfer_fails_the_hash_and_is_named() -> None:
     # the offset is the block's fourth 8-byte word, little-endian; 64 KiB apart: its third byte
     with pytest.raises(DataMismatch, match=rf"shard\.bin: byte at offset {first + 24 + 2} "):
         stamper.verify(data, 0, "shard.bin")
-

@@ -78,4 +78,12 @@ def saved_run(*, write_s: float = 0.01, profile_overrides: tuple[str, ...] = (),
                                   "readers_contended_bytes_per_s": 2e9, "reader_slowdown": 0.75,
                                   "writers": _burst(write_s * 1.5)})  # fmt: skip
     report.section("sweep", sweep_section(profile))
+    report.section("bandwidth_series", {"runs": [
+        {"phase": "write burst", "nth": 1, "node": 0, "interval_s": 0.5,
+         "t_s": [0.0, 0.5, 1.0, 1.4], "done_bytes": [0, 2e9, 4e9, 5e9],
+         "done_files": [0, 0, 0, 4], "bytes_per_s": [4e9, 4e9, 2.5e9]},
+        {"phase": "readback", "nth": 1, "node": 0, "interval_s": 0.5,
+         "t_s": [0.0, 0.5, 0.9], "done_bytes": [0, 3e9, 5e9], "done_files": [0, 1, 4],
+         "bytes_per_s": [6e9, 5e9]},
+    ]})  # fmt: skip
     return report.json_data()

@@ -18,7 +18,8 @@ from ckptgate.report.html import render_report
 from tests.report.saved_runs import saved_run
 
 FIGURES = ("margins", "timeline-write", "timeline-read", "timeline-contention-writers",
-           "node-bandwidth", "metadata-latency", "contention", "sizing-sweep")  # fmt: skip
+           "node-bandwidth", "bandwidth-over-time", "metadata-latency", "contention",
+           "sizing-sweep")  # fmt: skip
 
 
 class _Tags(HTMLParser):
