@@ -41,6 +41,7 @@ from ckptgate.sizing.shards import (
     placement,
     profile_layers_per_stage,
     state_bytes_per_parameter,
+    zero_sharded_kinds,
 )
 
 DCP_METADATA_BYTES_PER_TENSOR = 134
@@ -74,13 +75,7 @@ def state_tensor_kinds(bytes_per_parameter: int, zero_stage: int) -> tuple[int, 
         "grads": 1 if parts["grads"] else 0,
         "other": 1 if parts["other"] else 0,
     }
-    sharded = 0
-    if zero_stage >= 1:
-        sharded += tensors["optimizer"]
-    if zero_stage >= 2:
-        sharded += tensors["grads"]
-    if zero_stage >= 3:
-        sharded += tensors["weights"]
+    sharded = sum(tensors[kind] for kind in zero_sharded_kinds(zero_stage))
     return sharded, sum(tensors.values()) - sharded
 
 

@@ -344,17 +344,20 @@ def state_bytes_per_parameter(k: int) -> dict[str, int]:
     }
 
 
+ZERO_SHARDS = (("optimizer", 1), ("grads", 2), ("weights", 3))
+"""Which state ZeRO shards over dp, from which stage on (Rajbhandari et al. 2020: stage 1 the
+optimizer states, 2 the gradients as well, 3 the parameters as well)."""
+
+
+def zero_sharded_kinds(zero_stage: int) -> tuple[str, ...]:
+    """The state kinds (``state_bytes_per_parameter``'s keys) ZeRO shards at ``zero_stage``."""
+    return tuple(kind for kind, stage in ZERO_SHARDS if zero_stage >= stage)
+
+
 def sharded_bytes_per_parameter(k: int, zero_stage: int) -> int:
     """Bytes per parameter that ZeRO shards over dp at this stage (the rest is replicated)."""
     parts = state_bytes_per_parameter(k)
-    sharded = 0
-    if zero_stage >= 1:
-        sharded += parts["optimizer"]
-    if zero_stage >= 2:
-        sharded += parts["grads"]
-    if zero_stage >= 3:
-        sharded += parts["weights"]
-    return sharded
+    return sum(parts[kind] for kind in zero_sharded_kinds(zero_stage))
 
 
 def _written(total: int, parts: int, policy: str) -> list[int]:
