@@ -183,9 +183,13 @@ class ProgressSampler:
         """The ranks left the common start: the clock of the run and of its series starts."""
         self._released_at = now
         self._mine = Series(self._expected.phase, self._nth, self.node, self.interval_s)
+        # The origin: at the release no rank has moved a byte of this run (every task reports
+        # bytes only after its start). Sampled here instead, a busy parent would read the
+        # slots after the ranks had raced ahead, and the series would miss what they wrote.
+        self._mine.add(0.0, 0, 0)
         self.series.append(self._mine)
-        self._next_sample = now
-        self.poll(now)
+        self._next_sample = now + self.interval_s
+        self._snapshot(now, running=True)
 
     def poll(self, now: float) -> None:
         """Sample if the interval has passed since the last sample (called every watch step)."""

@@ -53,6 +53,23 @@ def test_the_series_samples_at_its_interval_from_the_release_and_ends_with_the_t
     assert sampler.latest is not None and not sampler.latest.running
 
 
+def test_bytes_the_ranks_wrote_before_the_parent_first_looked_are_in_the_series() -> None:
+    # a busy parent runs its release step after the ranks, released by one wake, wrote a lot
+    slots = [FakeSlot(), FakeSlot()]
+    sampler = ProgressSampler(interval_s=0.5)
+    sampler.begin(Expected("write burst", rank_bytes=(100, 100)), slots, ["a", "b"], 100.0)
+    slots[0].report(70)
+    slots[1].report(80)
+    sampler.released(100.0)
+    slots[0].report(100)
+    slots[1].report(100)
+    sampler.end(100.3)
+    (series,) = sampler.series
+    assert (series.t_s[0], series.done_bytes[0]) == (0.0, 0)  # the release: nothing moved yet
+    spans = zip(series.bytes_per_s(), series.t_s, series.t_s[1:], strict=False)
+    assert sum(r * (t1 - t0) for r, t0, t1 in spans) == pytest.approx(200)
+
+
 def test_the_slowest_rank_is_the_one_least_through_its_own_total() -> None:
     slots = [FakeSlot(), FakeSlot()]
     sampler = ProgressSampler()
