@@ -15,6 +15,7 @@ from ckptgate.storage.target import local_fs_facts
 from ckptgate.workloads.fileplan import dcp_plan, shard_files
 from ckptgate.workloads.readback import file_records, readback_assignment, run_readback
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
+from tests.workloads.corruption import flip_byte
 
 RANKS = 3
 TRANSFER_BYTES = 64 * 1024
@@ -120,11 +121,7 @@ def test_a_corrupted_byte_fails_the_readback_naming_file_and_offset(
     pool: RankPool, shards: list[ShardFile], direct: bool
 ) -> None:
     victim, offset = shards[1], 1_234_567
-    with open(victim.path, "r+b") as handle:  # the corruption between write and read
-        handle.seek(offset)
-        byte = handle.read(1)
-        handle.seek(offset)
-        handle.write(bytes([byte[0] ^ 0x40]))
+    flip_byte(victim.path, offset, 0x40)  # the corruption between write and read
     with pytest.raises(RankFailure, match="DataMismatch") as failure:
         run_readback(pool, FS, shards, timeout_s=60, direct=direct)
     assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)
@@ -186,11 +183,7 @@ def test_a_corrupted_byte_in_a_later_file_names_that_file_and_its_own_offset(
     """A rank's second file continues its stamps: the failure still names the file offset."""
     victim, offset = split_shards[3], 654_321  # rank 11's second file, stamps from 1.25 MB on
     assert victim.stamp_offset > 0
-    with open(victim.path, "r+b") as handle:
-        handle.seek(offset)
-        byte = handle.read(1)
-        handle.seek(offset)
-        handle.write(bytes([byte[0] ^ 0x40]))
+    flip_byte(victim.path, offset, 0x40)
     with pytest.raises(RankFailure, match="DataMismatch") as failure:
         run_readback(pool, FS, split_shards, timeout_s=60, direct=direct)
     assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)

@@ -14,6 +14,7 @@ from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.reshard import ReshardRange, default_new_ranks, plan_reshard, run_reshard
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
+from tests.workloads.corruption import flip_byte
 
 FS = BackendSpec("file")
 TRANSFER_BYTES = 64 * 1024
@@ -151,11 +152,7 @@ def test_a_corrupted_byte_in_a_slice_names_file_and_offset(
     pool: RankPool, shards: list[ShardFile]
 ) -> None:
     victim, offset = shards[2], 812_000  # new rank 2's slice: files 2 and 3
-    with open(victim.path, "r+b") as handle:
-        handle.seek(offset)
-        byte = handle.read(1)
-        handle.seek(offset)
-        handle.write(bytes([byte[0] ^ 0xFF]))
+    flip_byte(victim.path, offset, 0xFF)
     with pytest.raises(RankFailure, match="DataMismatch") as failure:
         run_reshard(pool, FS, shards, timeout_s=60, new_ranks=3)
     assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)
