@@ -630,17 +630,43 @@ def _per_file_phase(
 
     Returns the phase, and each rank's chunk with its result (for what the task returned).
     """
-    chunks = split(list(paths), pool.ranks)
+    chunks, results = _split_run(
+        pool,
+        task,
+        paths,
+        "paths",
+        lambda c: f"{op} of {len(c)} files",
+        timeout_s,
+        shared={"fs": fs},
+        phase=f"{op} storm",
+    )
+    return _phase(op, len(paths), results), chunks, results
+
+
+def _split_run(
+    pool: RankPool,
+    task: Callable[..., RankResult],
+    items: Sequence[Any],
+    key: str,
+    words: Callable[[list[Any]], str],
+    timeout_s: float,
+    *,
+    shared: dict[str, Any],
+    phase: str,
+) -> tuple[list[list[Any]], list[RankResult]]:
+    """Run ``task`` with ``items`` split over the pool's ranks (each rank's chunk as ``key``),
+    each rank labelled ``local rank i (words(chunk))``; returns the chunks and the results."""
+    chunks = split(list(items), pool.ranks)
     results = run_ranks(
         pool,
         task,
-        [{"paths": c} for c in chunks],
+        [{key: c} for c in chunks],
         timeout_s,
-        [f"local rank {i} ({op} of {len(c)} files)" for i, c in enumerate(chunks)],
-        shared={"fs": fs},
-        expect=Expected(f"{op} storm", rank_files=tuple(len(c) for c in chunks)),
+        [f"local rank {i} ({words(c)})" for i, c in enumerate(chunks)],
+        shared=shared,
+        expect=Expected(phase, rank_files=tuple(len(c) for c in chunks)),
     )
-    return _phase(op, len(paths), results), chunks, results
+    return chunks, results
 
 
 def verify_task(
@@ -686,17 +712,14 @@ def verify_storm(
     verified. Every byte the run writes is read back at least once."""
     if not files or write_bytes == 0:
         return 0
-    chunks = split(list(files), pool.ranks)
-    results = run_ranks(
+    _, results = _split_run(
         pool,
         verify_task,
-        [{"files": c} for c in chunks],
+        files,
+        "files",
+        lambda c: f"verify of {len(c)} files from {c[0].path}",
         timeout_s,
-        [
-            f"local rank {i} (verify of {len(c)} files from {c[0].path})"
-            for i, c in enumerate(chunks)
-        ],
         shared={"fs": fs, "run_id": run_id, "write_bytes": write_bytes},
-        expect=Expected("verify storm", rank_files=tuple(len(c) for c in chunks)),
+        phase="verify storm",
     )
     return sum(r.bytes for r in results)
