@@ -45,7 +45,7 @@ import numpy as np
 
 from ckptgate.engine.datagen import BLOCK_BYTES, BlockStamper, DataMismatch, StampKey
 from ckptgate.engine.latency import LatencySummary, summarize
-from ckptgate.engine.pool import RankContext, RankPool
+from ckptgate.engine.pool import FILES_DONE, RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
     PhaseMarks,
@@ -69,6 +69,16 @@ WRITE_BYTES = BLOCK_BYTES
 """The small write per file: one stamped 4 KiB block (a tiny shard, as small ranks save)."""
 
 CREATE_OPS = ("create", "write", "fsync", "close")
+
+
+def create_ops(write_bytes: int, fsync: bool) -> tuple[str, ...]:
+    """The operations each file of a storm gets, in order: a pure create+close (mdtest's
+    ``-C``, fio's ``filecreate``) times no write and no fsync it does not make."""
+    return tuple(
+        op for op in CREATE_OPS if (op != "write" or write_bytes > 0) and (op != "fsync" or fsync)
+    )
+
+
 COMMIT_OPS = ("write", "fsync", "close", "rename", "dirsync")
 
 
@@ -157,46 +167,54 @@ def create_task(
     backend = fs.open()
     payloads = _payloads(files, run_id, write_bytes)
     paths = [f.path for f in files]
+    ops = create_ops(write_bytes, fsync)
     clock = time.perf_counter
-    # a list made beforehand: storing a tuple into a numpy row costs about 0.4 us more a file
-    stamps: list[tuple[float, ...]] = [()] * len(paths)
+    # One clock read after each operation into a list made beforehand (a store into a numpy
+    # array costs more); an operation's latency runs from the stamp before it, so a file's
+    # create also holds the loop's own step since the previous close (a store, tens of ns).
+    stamps = [0.0] * (len(ops) * len(paths) + 1)
     durable = False
+    write = write_bytes > 0
     # Bound to locals: the loop runs thousands of times per rank, and an attribute lookup per
     # call shows in the create rate (the POSIX backend's close is os.close itself).
     create, write_all, sync, close = backend.create, backend.write_all, backend.fsync, backend.close
-    # Progress once per file, before its first call: the count of files done, from which a
-    # hang or an error is named by its file (the chunk's next one; the label names the chunk).
-    # On tmpfs a create and close take about 7 us: four reports a file, with the path, cost a
-    # fifth of the storm's rate.
-    progress = ctx.progress
+    # Progress once per file, before its first call: the count of files done (one store, see
+    # RankContext.files_done), from which a hang is named by its file (the chunk's next one;
+    # the label names the chunk); an error names its own file.
+    done = ctx.files_done()
     phases = PhaseMarks.start(ctx)
-    progress(phase="create, write, fsync, close", path=paths[0] if paths else "")
+    ctx.progress(phase=", ".join(ops), path=paths[0] if paths else "")
+    stamps[0] = clock()
+    k = 0
     for n, (path, payload) in enumerate(zip(paths, payloads, strict=True)):
-        progress(files=n)
+        done[FILES_DONE] = n
         try:  # free unless it raises (Python 3.11): then the error names its file
-            t0 = clock()
             handle = create(path)  # exclusive: a storm never overwrites a file
-            t1 = clock()
-            if payload:
+            k += 1
+            stamps[k] = clock()
+            if write:
                 write_all(handle, payload)
-            t2 = clock()
-            synced = fsync and sync(handle)
-            t3 = clock()
+                k += 1
+                stamps[k] = clock()
+            if fsync:
+                durable = sync(handle) or durable
+                k += 1
+                stamps[k] = clock()
             close(handle)
         except OSError as error:
             if error.filename:
                 raise
             raise OSError(error.errno, error.strerror, path) from error
-        stamps[n] = (t0, t1, t2, t3, clock())
-        durable = durable or synced
-    progress(files=len(paths), phase="done")
+        k += 1
+        stamps[k] = clock()
+    ctx.progress(files=len(paths), phase="done")
     phases.mark("create")
-    latencies = np.diff(np.asarray(stamps, dtype=np.float64).reshape(len(paths), 5), axis=1)
+    latencies = np.diff(np.asarray(stamps, dtype=np.float64)).reshape(len(paths), len(ops))
     return phases.result(
         files[0].global_rank if files else -1,
         write_bytes * len(paths),
         extra={"files": len(paths), "fsynced": durable, "io": backend.name},
-        latencies_s={op: latencies[:, i] for i, op in enumerate(CREATE_OPS)},
+        latencies_s={op: latencies[:, i] for i, op in enumerate(ops)},
     )
 
 
@@ -288,19 +306,20 @@ def _timed_each(
     Returns the rank's result (one mark, every call's latency) and the calls' results. The loop
     does nothing else, so each latency is the operation's own, plus one clock read: the stamps
     go into a list made beforehand (a store into a numpy array costs more), and progress is
-    the count of files done, once per file, as in ``create_task`` (a hang is named by the
+    the count of files done, one store per file, as in ``create_task`` (a hang is named by the
     chunk's next file: the label names the chunk; an error names its own file).
     """
     clock = time.perf_counter
     stamps = [0.0] * (len(paths) + 1)
     results: list[Any] = [None] * len(paths)
     progress = ctx.progress
+    done = ctx.files_done()
     phases = PhaseMarks.start(ctx)
     first = paths[0] if paths else ""
     progress(phase=op, path=first if isinstance(first, str) else first[0])  # a batch: its key
     stamps[0] = clock()
     for n, path in enumerate(paths):
-        progress(files=n)
+        done[FILES_DONE] = n
         try:  # free unless it raises (Python 3.11): then the error names its file
             results[n] = call(path)
         except OSError as error:

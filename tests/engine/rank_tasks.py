@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from ckptgate.engine.pool import RankContext
+from ckptgate.engine.pool import FILES_DONE, RankContext
 from ckptgate.engine.records import PhaseMarks, RankResult
 
 
@@ -54,6 +54,19 @@ def stall_after_progress(ctx: RankContext, *, bad_rank: int) -> dict[str, Any]:
     ctx.start()
     ctx.progress(bytes=2**20, phase="write", path=f"/x/{'ab'[ctx.local_rank]}")
     ctx.progress(phase="fsync")
+    if ctx.local_rank == bad_rank:
+        time.sleep(3600)
+    return {"local_rank": ctx.local_rank}
+
+
+def count_files_then_hang(ctx: RankContext, *, files: int, bad_rank: int) -> dict[str, Any]:
+    """Count ``files`` done through the one-store files count, as a storm's loop does;
+    ``bad_rank`` then never moves again."""
+    done = ctx.files_done()
+    ctx.start()
+    ctx.progress(phase="stat", path=f"/x/{'ab'[ctx.local_rank]}")
+    for n in range(1, files + 1):
+        done[FILES_DONE] = n
     if ctx.local_rank == bad_rank:
         time.sleep(3600)
     return {"local_rank": ctx.local_rank}

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
-from ckptgate.engine.pool import RankFailure, RankPool
+from ckptgate.engine.pool import (
+    FILES_DONE,
+    ProgressSlot,
+    RankContext,
+    RankFailure,
+    RankPool,
+    _Watch,
+)
 from tests.engine import rank_tasks
 
 SAFETY_S = 60.0
@@ -82,3 +92,46 @@ def test_a_rank_without_progress_is_named_with_its_phase_and_file() -> None:
         assert "(last 1.05 MB written)" in message
         assert failure.value.hung == (1,)
         assert os.getpid() not in failure.value.ranks
+
+
+def test_a_files_count_stored_alone_keeps_a_rank_from_counting_as_stalled() -> None:
+    """The stall watch sees a per-file loop's one store (``RankContext.files_done``)."""
+    pool = RankPool(1, stall_timeout_s=30)  # never started: only its watch is used
+    slot = ProgressSlot(multiprocessing.get_context("spawn"))
+    member = cast(Any, SimpleNamespace(slot=slot))
+    watch = _Watch(slot.counter, 0.0)
+    done = RankContext(0, 1, cast(Any, None), slot).files_done()
+    for n, now in enumerate((10.0, 20.0, 30.0, 40.0), start=1):
+        done[FILES_DONE] = n  # the count moves, nothing else does
+        assert pool._stalled([member], [watch], [0], set(), True, now) == {}
+    stalled = pool._stalled([member], [watch], [0], set(), True, 70.0)  # 30 s after the last
+    assert stalled == {0: "no progress for 30 s in its task (last 4 files done)"}
+
+
+def test_a_hang_after_a_files_count_is_named_with_the_files_done() -> None:
+    """A per-file loop stores only its files count: a hang after it is named with it."""
+    now = [0.0]
+    with RankPool(2, stall_timeout_s=30, clock=lambda: now[0]) as pool:
+        pool.pids()
+        slot = pool._members[1].slot
+        stop_at = time.monotonic() + SAFETY_S
+        with pytest.raises(RankFailure) as failure:
+
+            def tick() -> None:
+                # the clock moves only once the rank's count is in (see the test above)
+                while time.monotonic() < stop_at and not done.is_set():
+                    time.sleep(0.3)
+                    if slot.describe()[2] == "5 files done":
+                        now[0] += 31.0
+
+            done = threading.Event()
+            ticker = threading.Thread(target=tick, daemon=True)
+            ticker.start()
+            try:
+                pool.run(rank_tasks.count_files_then_hang, [{"files": 5, "bad_rank": 1}] * 2, 3600)
+            finally:
+                done.set()
+        assert "rank 1: no progress for 30 s in stat on /x/b (last 5 files done)" in str(
+            failure.value
+        )
+        assert failure.value.hung == (1,)

@@ -114,6 +114,14 @@ def test_create_close_only_is_fios_filecreate(pool: RankPool, tmp_path: Path) ->
     assert sorted(os.listdir(directory)) == sorted(shard_file_name(g, 0) for g in range(7))
     assert all(os.path.getsize(f.path) == 0 for f in files)
     assert result.create_close_rate_per_s == 7 / result.create.span_s
+    # only what was done is timed: no write and no fsync are reported for a pure create
+    latencies = result.create.latencies
+    assert {op: s.count for op, s in latencies.items()} == {"create": 7, "close": 7}
+    # each latency runs from the stamp before it: together they fit in the ranks' phases
+    assert all(s.max_s > 0 for s in latencies.values())
+    assert sum(result.create.raw_s["create"]) + sum(result.create.raw_s["close"]) <= sum(
+        r.phases_s["create"] for r in result.create.burst.ranks
+    )
 
 
 def test_a_reader_never_sees_a_partial_metadata_file(pool: RankPool, tmp_path: Path) -> None:
