@@ -37,7 +37,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -257,36 +257,51 @@ def read_shard_task(
     )
 
 
-def verify_file_task(ctx: RankContext, *, fs: BackendSpec, files: list[ShardFile]) -> RankResult:
-    """Rank task (untimed): read a lane's files again and verify every byte; reports their
+class VerifyRange(NamedTuple):
+    """Bytes ``[offset, offset + length)`` of one written file, verified after a timed read."""
+
+    shard: ShardFile
+    offset: int
+    length: int
+
+
+def whole_files(files: Sequence[ShardFile]) -> list[VerifyRange]:
+    """Every byte of ``files``, as ranges to verify."""
+    return [VerifyRange(f, 0, f.bytes) for f in files]
+
+
+def verify_ranges_task(
+    ctx: RankContext, *, fs: BackendSpec, ranges: list[VerifyRange]
+) -> RankResult:
+    """Rank task (untimed): read ``ranges`` again and verify every byte; reports their
     page-cache residency just before (the share of the bytes the verification checks as the
     timed read left them)."""
     backend = fs.open()
-    readers = [RangeReader(backend, shard, direct=False, ctx=ctx) for shard in files]
+    readers = [RangeReader(backend, r.shard, direct=False, ctx=ctx) for r in ranges]
     resident = _weighted(
         [
-            (f.bytes, backend.resident_fraction(f.path) if backend.has_page_cache else None)
-            for f in files
+            (r.length, backend.resident_fraction(r.shard.path) if backend.has_page_cache else None)
+            for r in ranges
         ]
     )
     # No ``expect`` here: precomputed hashes only pay off inside a timed read; untimed, they
     # would hash every expected transfer once more, where shifting the stamps costs less.
     phases = PhaseMarks.start(ctx)
     verified = 0
-    for reader in readers:
+    for reader, r in zip(readers, ranges, strict=True):
         reader.base_bytes = verified
         reader.open()
         try:
-            verified += reader.read_verify(0, reader.shard.bytes)
+            verified += reader.read_verify(r.offset, r.length)
         finally:
             reader.close()
     phases.mark("verify")
     extra = {
-        "path": files[0].path,
+        "path": ranges[0].shard.path,
         "resident_fraction": resident,
         "verify_s": sum(reader.verify_s for reader in readers),
     }
-    return phases.result(files[0].global_rank, verified, extra=extra)
+    return phases.result(ranges[0].shard.global_rank, verified, extra=extra)
 
 
 @dataclass(frozen=True)
@@ -312,23 +327,42 @@ class Verification:
 
 
 def verify_after_read(
-    pool: RankPool, fs: BackendSpec, lanes_read: Sequence[list[ShardFile]], timeout_s: float
+    pool: RankPool,
+    fs: BackendSpec,
+    ranges_read: Sequence[list[VerifyRange]],
+    labels: Sequence[str],
+    timeout_s: float,
+    *,
+    phase: str = "readback",
 ) -> Verification:
-    """Verify every byte of ``lanes_read`` (one lane of files per local rank) once the timed
-    read is over."""
-    labels = [f"rank {i} verifying {lane_label(lane)}" for i, lane in enumerate(lanes_read)]
-    kwargs = [{"files": lane} for lane in lanes_read]
+    """Verify every byte of ``ranges_read`` (what each local rank read; ``labels`` name
+    them) once the timed ``phase`` is over. Ranks that read nothing verify nothing."""
+    busy = [i for i, ranges in enumerate(ranges_read) if ranges]
+    kwargs = [{"ranges": ranges_read[i]} for i in busy]
     expect = Expected(
-        "readback verification (untimed)",
-        rank_bytes=tuple(sum(f.bytes for f in lane) for lane in lanes_read),
-        rank_files=tuple(len(lane) for lane in lanes_read),
+        f"{phase} verification (untimed)",
+        rank_bytes=tuple(sum(r.length for r in ranges_read[i]) for i in busy),
+        rank_files=tuple(len(ranges_read[i]) for i in busy),
     )
     results = run_ranks(
-        pool, verify_file_task, kwargs, timeout_s, labels, shared={"fs": fs}, expect=expect
+        pool,
+        verify_ranges_task,
+        kwargs,
+        timeout_s,
+        [labels[i] for i in busy],
+        shared={"fs": fs},
+        expect=expect,
     )
     fraction = _weighted([(r.bytes, r.extra["resident_fraction"]) for r in results])
     seconds = max(r.extra["verify_s"] for r in results)
     return Verification("after the read", sum(r.bytes for r in results), seconds, fraction)
+
+
+def verifies_after(backend: Backend[Any], direct: bool) -> bool:
+    """Whether a read of ``backend`` is verified after the timed read, from the pages it
+    left (a buffered read through this node's page cache), rather than in it (see the
+    module docstring)."""
+    return backend.has_page_cache and not direct
 
 
 def _lane_cache(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -455,7 +489,7 @@ def run_readback(
     kwargs = [{"files": groups[j], "written_by": j} for j in order]
     labels = [f"rank {i} reading {lane_label(groups[j])}" for i, j in enumerate(order)]
     backend = fs_spec.open()
-    after = backend.has_page_cache and not direct  # see the module docstring
+    after = verifies_after(backend, direct)
     shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
     expect = Expected(
         "readback",
@@ -468,7 +502,13 @@ def run_readback(
     burst = BurstResult("read", tuple(records_from_results(results)))
     read = summarize(burst, backend.memory_backed(shards[0].path))
     if after:
-        verification = verify_after_read(pool, fs_spec, [groups[j] for j in order], timeout_s)
+        verification = verify_after_read(
+            pool,
+            fs_spec,
+            [whole_files(groups[j]) for j in order],
+            [f"rank {i} verifying {lane_label(groups[j])}" for i, j in enumerate(order)],
+            timeout_s,
+        )
     else:
         verify_s = max(r.extra["verify_s"] for r in burst.ranks)
         verification = Verification("in the read", burst.total_bytes, verify_s, None)

@@ -7,13 +7,16 @@ concatenated byte space and gives each of the M new ranks one contiguous, equal 
 (the first ``total mod M`` slices one byte longer), so a slice larger than any old file spans
 parts of two or more files, as a real resharded load does.
 
-``plan_reshard`` is pure arithmetic; ``reshard_task`` reads and verifies one new rank's ranges
-with the readback's reader (``ckptgate.workloads.readback``: cache dropped before the common start,
-residency measured, every byte compared with its stamp); ``run_reshard`` drives the burst.
+``plan_reshard`` is pure arithmetic; ``reshard_task`` reads one new rank's ranges with the
+readback's reader (``ckptgate.workloads.readback``: cache dropped before the common start,
+residency measured); ``run_reshard`` drives the burst and has every byte compared with its
+stamp, as the readback has: after the timed read from the pages it left for a buffered read,
+inside it for O_DIRECT and cacheless reads.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +33,16 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.workloads.readback import RangeReader, ReadResult, prepare_file, summarize
+from ckptgate.workloads.readback import (
+    RangeReader,
+    ReadResult,
+    Verification,
+    VerifyRange,
+    prepare_file,
+    summarize,
+    verifies_after,
+    verify_after_read,
+)
 from ckptgate.workloads.write_burst import ShardFile, peak_rss_bytes
 
 
@@ -91,8 +103,10 @@ def reshard_task(
     sources: dict[str, ShardFile],
     direct: bool = False,
     drop_cache: bool = True,
+    verify: bool = True,
 ) -> RankResult:
-    """Rank task: read and verify one new rank's ranges from the common start.
+    """Rank task: read (and, with ``verify``, verify) one new rank's ranges from the common
+    start.
 
     Readers (one stamp pool and one buffer per file touched, a few transfers in all) are built
     and the cache dropped before the barrier, so the timed span holds only open, read, close.
@@ -105,7 +119,8 @@ def reshard_task(
         # several new ranks may share an old file: each drops and measures what it will read
         cache = prepare_file(backend, r.path, drop_cache, ctx)
         files.append({"path": r.path, "bytes": r.length, **cache})
-        reader.expect(r.offset, r.length)
+        if verify:
+            reader.expect(r.offset, r.length)
     phases = PhaseMarks.start(ctx)
     total = 0
     for done, (reader, r, info) in enumerate(zip(readers, ranges, files, strict=True)):
@@ -114,7 +129,7 @@ def reshard_task(
         reader.open()
         phases.mark("open")
         try:
-            total += reader.read_verify(r.offset, r.length)
+            total += reader.read_verify(r.offset, r.length, verify=verify)
             phases.mark("read")
             info.update(direct=reader.direct, direct_refused=reader.direct_refused)
         finally:
@@ -131,6 +146,7 @@ def reshard_task(
             "ranges": [list(r) for r in ranges],
             "files": files,
             "verify_s": sum(reader.verify_s for reader in readers),
+            "verified": "in the read" if verify else "after the read",
             "peak_rss_bytes": peak_rss_bytes(),
         },
         histograms={"read": merge_histograms(reader.read_latency for reader in readers)},
@@ -186,7 +202,8 @@ def run_reshard(
         for m, ranges in enumerate(plan)
     ]
     labels = [f"new rank {m} of {count} ({len(ranges)} ranges)" for m, ranges in enumerate(plan)]
-    shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache}
+    after = verifies_after(fs_spec.open(), direct)  # as the readback: see its module
+    shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
     expect = Expected(
         "reshard",
         rank_bytes=tuple(sum(r.length for r in ranges) for ranges in plan),
@@ -195,4 +212,17 @@ def run_reshard(
     results = run_ranks(pool, reshard_task, kwargs, timeout_s, labels, shared=shared, expect=expect)
     burst = BurstResult("reshard", tuple(records_from_results(results)))
     read = summarize(burst, fs_spec.open().memory_backed(shards[0].path))
+    if after:
+        verification = verify_after_read(
+            pool,
+            fs_spec,
+            [[VerifyRange(sources[r.path], r.offset, r.length) for r in ranges] for ranges in plan],
+            [f"new rank {m} verifying {len(ranges)} ranges" for m, ranges in enumerate(plan)],
+            timeout_s,
+            phase="reshard",
+        )
+    else:
+        verify_s = max(r.extra["verify_s"] for r in burst.ranks)
+        verification = Verification("in the read", burst.total_bytes, verify_s, None)
+    read = dataclasses.replace(read, verification=verification)
     return ReshardResult(read, len(shards), count, tuple(tuple(r) for r in plan))

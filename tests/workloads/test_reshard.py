@@ -137,14 +137,24 @@ def test_fewer_ranks_read_and_verify_every_byte_across_files(
     assert result.burst.kind == "reshard"
     assert result.burst.total_bytes == sum(s.bytes for s in shards)
     assert all(files >= 2 for files in result.files_per_rank())
+    verification = result.read.verification
+    assert verification is not None and verification.bytes == result.burst.total_bytes
+    # a buffered read only reads; its bytes are verified after it from the pages it left,
+    # an O_DIRECT read's in its loop (its buffer is the only copy), as the readback's are
+    assert verification.when == ("in the read" if direct else "after the read")
+    assert verification.seconds > 0
     for record in result.burst.ranks:
         assert record.extra["files_touched"] >= 2
         assert record.extra["range_count"] == len(record.extra["ranges"])
         assert {"open", "read", "close"} == set(record.phases_s)
-        assert 0 < record.extra["verify_s"] <= record.phases_s["read"]
+        if direct:
+            assert 0 < record.extra["verify_s"] <= record.phases_s["read"]
+        else:
+            assert record.extra["verify_s"] == 0
     assert result.read.cache_free
     json = result.to_json()
     assert json["files_per_new_rank"] == result.files_per_rank()
+    assert json["verification"]["when"] == verification.when
     assert {"total_bytes", "span_s", "aggregate_bytes_per_s", "resident_fraction"} <= json.keys()
 
 
@@ -176,11 +186,7 @@ def test_a_corrupted_byte_at_a_slice_edge_names_file_and_offset(
 ) -> None:
     """The ragged edges of a resharded range are verified byte for byte like the middle."""
     victim = shards[1]
-    with open(victim.path, "r+b") as handle:
-        handle.seek(offset)
-        byte = handle.read(1)
-        handle.seek(offset)
-        handle.write(bytes([byte[0] ^ 0x01]))
+    flip_byte(victim.path, offset, 0x01)
     with pytest.raises(RankFailure, match="DataMismatch") as failure:
         run_reshard(pool, FS, shards, timeout_s=60, new_ranks=3, direct=direct)
     assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)
