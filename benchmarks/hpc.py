@@ -14,9 +14,13 @@ IOR (``-a POSIX -F``: a file per process, as the suite's burst):
 - write: ``-w -e -k``: write ``-b`` bytes in ``-t`` transfers, fsync at close (``-e``), keep
   the files. IOR's bandwidth is the aggregate bytes over the slowest process's open-to-close
   time between barriers, what the suite's span measures.
-- read: ``-r -E -k -C -Q shift``: read the files an earlier write left (``-E``), process i the
-  file of process i + shift (``-C -Q``, the suite's ``shift``). IOR does not verify (no
-  ``-R``) and does not drop pages: the caller drops them as it does for the suite.
+- read: ``-r -E -k -C -Q shift -O numTasksOnNode0=1``: read the files an earlier write left
+  (``-E``), process i the file of process i + shift (``-C -Q``, the suite's ``shift``). IOR
+  does not verify (no ``-R``) and does not drop pages: the caller drops them as it does for
+  the suite. ``-C -Q`` shifts by nodes: with every process on one node IOR offsets by
+  ``Q x tasks on node 0`` modulo the tasks, which is 0, and each process read its own file
+  (IOR's ``-vvv`` says "task 0 reading ior.00000000"); telling IOR one task per node makes
+  the shift one process, as the suite's is.
 
 mdtest (``-F``, one shared directory: no ``-u``): ``-C -T -r -n N``: every process creates N
 empty files, stats them and removes them, each phase between barriers; its rates are the
@@ -92,7 +96,10 @@ def ior_command(
         raise ValueError(f"direction must be write or read, got {direction!r}")
     args = ["-a", "POSIX", "-F", "-k", "-s", "1", "-i", "1", "-t", str(transfer_bytes)]
     args += ["-b", str(bytes_per_rank), "-o", prefix, "-O", "summaryFormat=JSON"]
-    args += ["-w", "-e"] if direction == "write" else ["-r", "-E", "-C", "-Q", str(shift)]
+    if direction == "write":
+        args += ["-w", "-e"]
+    else:  # one task per node: -C -Q then shifts by processes (see the module docstring)
+        args += ["-r", "-E", "-C", "-Q", str(shift), "-O", "numTasksOnNode0=1"]
     if direct:
         args.append("--posix.odirect")
     return args

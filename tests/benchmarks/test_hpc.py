@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,7 @@ def test_ior_s_command_matches_the_suite_s_burst_and_readback() -> None:
     read = hpc.ior_command("read", "/d/ior", 64 * MiB, 16 * MiB, shift=3, direct=True)
     assert {"-r", "-E", "-C", "--posix.odirect"} <= set(read) and "-w" not in read
     assert read[read.index("-Q") + 1] == "3"
+    assert "numTasksOnNode0=1" in read  # else -C -Q shift by nodes: by 0 on one node
     assert hpc.ior_paths("/d/ior", 2) == ["/d/ior.00000000", "/d/ior.00000001"]
     with pytest.raises(ValueError, match="write or read"):
         hpc.ior_command("append", "/d/ior", MiB, MiB)
@@ -114,6 +116,19 @@ def test_compare_with_ior_end_to_end_leaves_nothing_behind(
     assert all(r["peer"] > 0 and r["suite"] > 0 for r in figures["repeats"])
     assert all(r["suite_detail"]["start_skew_s"] >= 0 for r in figures["repeats"])
     assert not os.path.exists(figures["run_dir"])
+
+
+@needs_hpc
+def test_ior_s_read_takes_the_next_process_s_file_on_one_node(tmp_path: Path) -> None:
+    """IOR's -C -Q shift by nodes; on one node every process read its own file until IOR
+    was told one task per node. Its -vvv names the file each task reads."""
+    prefix = f"{tmp_path}/ior"
+    hpc.run_ior("write", prefix, 2, MiB, MiB, timeout_s=120)
+    command = [*hpc.mpirun(2, None), hpc.find_tool("ior", None)]
+    command += [*hpc.ior_command("read", prefix, MiB, MiB, shift=1), "-vvv"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+    assert f"task 0 reading {prefix}.00000001" in out.stdout
+    assert f"task 1 reading {prefix}.00000000" in out.stdout
 
 
 @needs_hpc
