@@ -39,6 +39,7 @@ from ckptgate.benchmarks.pairs import (
     render,
     timed_pairs,
 )
+from ckptgate.engine.interrupts import signals_deferred, sigterm_unwinds
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import BurstResult
 from ckptgate.sizing.units import GB, KB, MB, GiB, KiB, MiB
@@ -626,13 +627,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (PeerError, TargetError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    sigterm_unwinds()  # a cancelled benchmark removes its run directory too
     try:
         outcome = COMPARISONS[args.kind](target, settings)
     except PeerError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM (above)
+        print(f"interrupted ({error or 'Ctrl-C'}): the run directory is removed", file=sys.stderr)
+        return 130
     finally:
-        report = target.cleanup()
+        with signals_deferred():
+            report = target.cleanup()
         if report.left:
             print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
     comparisons = outcome if isinstance(outcome, list) else [outcome]

@@ -6,6 +6,10 @@ import configparser
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -279,3 +283,27 @@ def test_the_settings_are_the_command_line_s_defaults_and_its_options():
 def test_settings_out_of_range_are_refused(bad):
     with pytest.raises(ValueError, match="must be positive"):
         compare.BenchSettings(**bad)
+
+
+@needs_fio_shm
+def test_a_benchmark_cancelled_by_sigterm_removes_its_run_directory(tmp_path):
+    """A batch scheduler cancels with SIGTERM: the benchmark unwinds, removes its run
+    directory with what it wrote in it, and says it was interrupted."""
+    command = [sys.executable, "-m", "ckptgate.benchmarks.compare", "write"]
+    command += ["--target", str(tmp_path), "--ranks", "1", "--bytes-per-rank", "1MiB"]
+    command += ["--transfer", "256KiB", "--repeats", "100000", "--warmup", "0"]
+    bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120  # a safety net: the run dir fills within seconds
+        while time.monotonic() < deadline and bench.poll() is None:
+            if any(os.listdir(d) for d in tmp_path.glob("ckptgate-*")):
+                break  # files written: the benchmark is under way
+            time.sleep(0.05)
+        assert bench.poll() is None, bench.communicate()
+        bench.send_signal(signal.SIGTERM)
+        _, err = bench.communicate(timeout=120)
+    finally:
+        bench.kill()
+    assert bench.returncode == 130, err
+    assert "interrupted (signal 15): the run directory is removed" in err
+    assert list(tmp_path.glob("ckptgate-*")) == []
