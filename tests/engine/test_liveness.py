@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -10,6 +11,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -61,6 +63,30 @@ def test_ranks_stop_when_their_parent_is_killed() -> None:
     assert not any(_alive(pid) for pid in pids)
 
 
+@contextlib.contextmanager
+def _clock_moves_once(now: list[float], reported: Callable[[], bool]) -> Iterator[None]:
+    """While the block runs, move the pool's clock 31 s past the stall limit each time it
+    looks (every 0.3 s) and ``reported`` holds: the clock moves only once the rank's report
+    is in (read from its slot, as the pool reads it), so the outcome cannot depend on the
+    machine's speed. Bounded by ``SAFETY_S``."""
+    stop_at = time.monotonic() + SAFETY_S
+    done = threading.Event()
+
+    def tick() -> None:
+        while time.monotonic() < stop_at and not done.is_set():
+            time.sleep(0.3)
+            if reported():
+                now[0] += 31.0
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join(timeout=SAFETY_S)
+
+
 def test_a_rank_without_progress_is_named_with_its_phase_and_file() -> None:
     now = [0.0]
     with RankPool(2, stall_timeout_s=30, clock=lambda: now[0]) as pool:
@@ -68,25 +94,12 @@ def test_a_rank_without_progress_is_named_with_its_phase_and_file() -> None:
         # rank 1 reports, then blocks for good; the clock moves only once it has reported
         kwargs = [{"bad_rank": 1}] * 2
         pool.pids()  # started, so the test can watch rank 1's slot
-        stop_at = time.monotonic() + SAFETY_S
-        with pytest.raises(RankFailure) as failure:
-
-            def tick() -> None:
-                # the clock moves only once the rank's report is in (read from its slot, as
-                # the pool reads it), so the outcome cannot depend on the machine's speed
-                slot = pool._members[1].slot
-                while time.monotonic() < stop_at and not done.is_set():
-                    time.sleep(0.3)
-                    if slot.describe()[0] == "fsync":
-                        now[0] += 31.0
-
-            done = threading.Event()
-            ticker = threading.Thread(target=tick, daemon=True)
-            ticker.start()
-            try:
-                pool.run(rank_tasks.stall_after_progress, kwargs, 3600, labels)
-            finally:
-                done.set()
+        slot = pool._members[1].slot
+        with (
+            pytest.raises(RankFailure) as failure,
+            _clock_moves_once(now, lambda: slot.describe()[0] == "fsync"),
+        ):
+            pool.run(rank_tasks.stall_after_progress, kwargs, 3600, labels)
         message = str(failure.value)
         assert "global rank 5 (/x/b): no progress for 30 s in fsync on /x/b" in message
         assert "(last 1.05 MB written)" in message
@@ -114,23 +127,11 @@ def test_a_hang_after_a_files_count_is_named_with_the_files_done() -> None:
     with RankPool(2, stall_timeout_s=30, clock=lambda: now[0]) as pool:
         pool.pids()
         slot = pool._members[1].slot
-        stop_at = time.monotonic() + SAFETY_S
-        with pytest.raises(RankFailure) as failure:
-
-            def tick() -> None:
-                # the clock moves only once the rank's count is in (see the test above)
-                while time.monotonic() < stop_at and not done.is_set():
-                    time.sleep(0.3)
-                    if slot.describe()[2] == "5 files done":
-                        now[0] += 31.0
-
-            done = threading.Event()
-            ticker = threading.Thread(target=tick, daemon=True)
-            ticker.start()
-            try:
-                pool.run(rank_tasks.count_files_then_hang, [{"files": 5, "bad_rank": 1}] * 2, 3600)
-            finally:
-                done.set()
+        with (
+            pytest.raises(RankFailure) as failure,
+            _clock_moves_once(now, lambda: slot.describe()[2] == "5 files done"),
+        ):
+            pool.run(rank_tasks.count_files_then_hang, [{"files": 5, "bad_rank": 1}] * 2, 3600)
         assert "rank 1: no progress for 30 s in stat on /x/b (last 5 files done)" in str(
             failure.value
         )
