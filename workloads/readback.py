@@ -358,6 +358,25 @@ def verify_after_read(
     return Verification("after the read", sum(r.bytes for r in results), seconds, fraction)
 
 
+def verify_burst(
+    pool: RankPool,
+    fs: BackendSpec,
+    burst: BurstResult,
+    after: bool,
+    ranges_read: Sequence[list[VerifyRange]],
+    labels: Sequence[str],
+    timeout_s: float,
+    *,
+    phase: str,
+) -> Verification:
+    """How a read burst's bytes were verified: ``after`` it (``verify_after_read``, for a read
+    ``verifies_after`` says so), else already in its loop, whose time the ranks report."""
+    if after:
+        return verify_after_read(pool, fs, ranges_read, labels, timeout_s, phase=phase)
+    verify_s = max(r.extra["verify_s"] for r in burst.ranks)
+    return Verification("in the read", burst.total_bytes, verify_s, None)
+
+
 def verifies_after(backend: Backend[Any], direct: bool) -> bool:
     """Whether a read of ``backend`` is verified after the timed read, from the pages it
     left (a buffered read through this node's page cache), rather than in it (see the
@@ -501,15 +520,14 @@ def run_readback(
     )
     burst = BurstResult("read", tuple(records_from_results(results)))
     read = summarize(burst, backend.memory_backed(shards[0].path))
-    if after:
-        verification = verify_after_read(
-            pool,
-            fs_spec,
-            [whole_files(groups[j]) for j in order],
-            [f"rank {i} verifying {lane_label(groups[j])}" for i, j in enumerate(order)],
-            timeout_s,
-        )
-    else:
-        verify_s = max(r.extra["verify_s"] for r in burst.ranks)
-        verification = Verification("in the read", burst.total_bytes, verify_s, None)
+    verification = verify_burst(
+        pool,
+        fs_spec,
+        burst,
+        after,
+        [whole_files(groups[j]) for j in order],
+        [f"rank {i} verifying {lane_label(groups[j])}" for i, j in enumerate(order)],
+        timeout_s,
+        phase="readback",
+    )
     return dataclasses.replace(read, verification=verification)

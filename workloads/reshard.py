@@ -36,12 +36,11 @@ from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.readback import (
     RangeReader,
     ReadResult,
-    Verification,
     VerifyRange,
     prepare_file,
     summarize,
     verifies_after,
-    verify_after_read,
+    verify_burst,
 )
 from ckptgate.workloads.write_burst import ShardFile, peak_rss_bytes
 
@@ -202,7 +201,8 @@ def run_reshard(
         for m, ranges in enumerate(plan)
     ]
     labels = [f"new rank {m} of {count} ({len(ranges)} ranges)" for m, ranges in enumerate(plan)]
-    after = verifies_after(fs_spec.open(), direct)  # as the readback: see its module
+    backend = fs_spec.open()
+    after = verifies_after(backend, direct)  # as the readback: see its module
     shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
     expect = Expected(
         "reshard",
@@ -211,18 +211,16 @@ def run_reshard(
     )
     results = run_ranks(pool, reshard_task, kwargs, timeout_s, labels, shared=shared, expect=expect)
     burst = BurstResult("reshard", tuple(records_from_results(results)))
-    read = summarize(burst, fs_spec.open().memory_backed(shards[0].path))
-    if after:
-        verification = verify_after_read(
-            pool,
-            fs_spec,
-            [[VerifyRange(sources[r.path], r.offset, r.length) for r in ranges] for ranges in plan],
-            [f"new rank {m} verifying {len(ranges)} ranges" for m, ranges in enumerate(plan)],
-            timeout_s,
-            phase="reshard",
-        )
-    else:
-        verify_s = max(r.extra["verify_s"] for r in burst.ranks)
-        verification = Verification("in the read", burst.total_bytes, verify_s, None)
+    read = summarize(burst, backend.memory_backed(shards[0].path))
+    verification = verify_burst(
+        pool,
+        fs_spec,
+        burst,
+        after,
+        [[VerifyRange(sources[r.path], r.offset, r.length) for r in ranges] for ranges in plan],
+        [f"new rank {m} verifying {len(ranges)} ranges" for m, ranges in enumerate(plan)],
+        timeout_s,
+        phase="reshard",
+    )
     read = dataclasses.replace(read, verification=verification)
     return ReshardResult(read, len(shards), count, tuple(tuple(r) for r in plan))
