@@ -159,10 +159,11 @@ def aligned_buffer(size_bytes: int) -> mmap.mmap:
     Anonymous mappings start on a page boundary, which no bytearray promises.
     """
     rounded = max(DIRECT_ALIGN_BYTES, -(-size_bytes // DIRECT_ALIGN_BYTES) * DIRECT_ALIGN_BYTES)
-    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
-    buffer = mmap.mmap(-1, rounded, flags=flags)
-    for page in range(0, rounded, mmap.PAGESIZE):
-        buffer[page] = 0  # where MAP_POPULATE is missing or ignored, fault each page now
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    buffer = mmap.mmap(-1, rounded, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
+    if not populate:  # no MAP_POPULATE on this platform: fault each page in now
+        for page in range(0, rounded, mmap.PAGESIZE):
+            buffer[page] = 0
     return buffer
 
 
