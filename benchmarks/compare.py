@@ -13,7 +13,8 @@ directory goes at the end, also on failure.
 ``write`` (issues 3, 16): the write burst against fio's ``rw=write`` (one file per job, fsync
 on close) or IOR's ``-w -e`` (``--peer ior``).
 ``read`` (issues 4, 16): the readback against fio's ``rw=read`` of the same files, same cache
-treatment, or IOR's ``-r -E -C`` of its own files with its pages dropped alike.
+treatment, or IOR's ``-r -E -C`` of the same files (hard links under its names) with its
+pages dropped alike.
 ``create`` (issue 5): the metadata storm's create+close rate against fio's ``filecreate``.
 ``metadata`` (issue 16): the storm's create, stat and unlink phases against mdtest's
 ``-F -C -T -r``, three comparisons from the same repeats.
