@@ -23,7 +23,7 @@ def test_every_measured_by_names_an_acceptance_module_that_exists(name: str) -> 
         for module in requirement.measured_by.split(",")
     }
     assert named, "no requirement says which test measures it"
-    assert all((ROOT / module).is_file() for module in named), sorted(named)
+    assert all((ROOT / "ckptgate" / module).is_file() for module in named), sorted(named)
 
 
 @pytest.mark.parametrize("entry", CHECKLIST, ids=lambda e: e.id)
@@ -33,5 +33,5 @@ def test_every_checklist_item_names_a_check_that_exists_and_its_module_calls_it(
     module_name, function = entry.check.split(":")
     check = getattr(importlib.import_module(f"ckptgate.checks.{module_name}"), function)
     assert callable(check)
-    acceptance = (ROOT / "acceptance" / entry.module).read_text()
+    acceptance = (ROOT / "ckptgate" / "acceptance" / entry.module).read_text()
     assert f"{function}(" in acceptance, f"{entry.module} never asks {entry.check}"

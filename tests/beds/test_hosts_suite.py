@@ -100,7 +100,7 @@ def test_a_node_that_loses_its_link_ends_the_job_named(bed: HostBed) -> None:
     # so the launcher's host is tuned as the README advises for a failure test.
     tuned = bed.run("head", ["sysctl", "-w", "net.ipv4.tcp_retries2=4"])
     assert tuned.returncode == 0, tuned.stderr
-    argv = suite(bed, *FAST, "--set", "run.rounds=200", "acceptance/test_write_burst.py")
+    argv = suite(bed, *FAST, "--set", "run.rounds=200", "ckptgate/acceptance/test_write_burst.py")
     job = _run_until_step(bed, argv, "write/step-2")
     bed.link_down(bed.clients[1])
     code, output, _ = _ends(job)
@@ -127,7 +127,7 @@ def _ends_with_suite_stopped(
 
 
 def test_a_stopped_node_ends_the_job_named_by_every_node(bed: HostBed) -> None:
-    argv = suite(bed, *FAST, "--set", "run.rounds=200", "acceptance/test_write_burst.py")
+    argv = suite(bed, *FAST, "--set", "run.rounds=200", "ckptgate/acceptance/test_write_burst.py")
     job = _run_until_step(bed, argv, "write/step-2")
     code, output, _ = _ends_with_suite_stopped(bed, job, bed.clients[1])
     assert code != 0
@@ -148,7 +148,9 @@ abort and the launcher's teardown."""
 
 
 def test_a_stopped_node_is_named_at_the_stall_timeout_not_the_deadline(bed: HostBed) -> None:
-    argv = suite(bed, *FAST, *LARGE, "--set", "run.rounds=200", "acceptance/test_write_burst.py")
+    argv = suite(
+        bed, *FAST, *LARGE, "--set", "run.rounds=200", "ckptgate/acceptance/test_write_burst.py"
+    )
     job = _run_until_step(bed, argv, "write/step-2")
     code, output, elapsed_s = _ends_with_suite_stopped(bed, job, bed.clients[1])
     assert code != 0
@@ -173,7 +175,7 @@ def _runs_the_suite(pid: int) -> bool:
 def test_an_unshared_target_is_refused_within_seconds_and_leaves_nothing() -> None:
     with host_bed(clients=2, local=(1,)) as bed:
         started = time.monotonic()
-        result = bed.mpirun(suite(bed, *FAST, "acceptance"), timeout_s=120, cwd=ROOT)
+        result = bed.mpirun(suite(bed, *FAST, "ckptgate/acceptance"), timeout_s=120, cwd=ROOT)
         elapsed_s = time.monotonic() - started
         assert result.returncode != 0
         assert "is not visible here; every node must mount the same target" in result.stderr

@@ -70,7 +70,7 @@ def test_two_nodes_report_every_rank_and_read_each_others_files(tmp_path: Path) 
         "run.shard_bytes_cap=4 MB",
         "--set",
         "run.rounds=2",
-        "acceptance",
+        "ckptgate/acceptance",
         "-m",
         "not dcp",
     )
@@ -125,7 +125,7 @@ def test_a_hung_node_turns_into_a_named_failure_within_bounded_time(tmp_path: Pa
 
 
 def test_more_nodes_than_the_cluster_has_is_one_line_on_every_node(tmp_path: Path) -> None:
-    result = mpirun("--profile=tmpfs", f"--target={tmp_path}", "acceptance")
+    result = mpirun("--profile=tmpfs", f"--target={tmp_path}", "ckptgate/acceptance")
     errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
     assert len(errors) == 2 and all("node 1 would play no rank" in e for e in errors), (
         result.stderr[-3000:]

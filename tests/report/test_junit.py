@@ -34,8 +34,8 @@ def test_junit_xml_carries_each_items_numbers_and_m_selects_a_module(tmp_path: P
     xml = tmp_path / "junit.xml"
     target = tmp_path / "target"  # its own: a run beside another live one is refused
     target.mkdir()
-    result = run_pytest("--profile=tmpfs", f"--target={target}", "acceptance", "-m", "restart",
-                        f"--junitxml={xml}", *SMALL)  # fmt: skip
+    result = run_pytest("--profile=tmpfs", f"--target={target}", "ckptgate/acceptance",
+                        "-m", "restart", f"--junitxml={xml}", *SMALL)  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:]
     cases = {c.get("name"): c for c in ET.parse(xml).iter("testcase")}
     cases.pop("acceptance.test_dcp", None)  # its module-level skip without PyTorch

@@ -1,4 +1,4 @@
-"""python -m sizing: the table, --json, --sweep, and one-line usage errors with exit status 2."""
+"""python -m ckptgate.sizing: the table, --json, --sweep, one-line usage errors (exit status 2)."""
 
 import json
 import subprocess

@@ -1,4 +1,4 @@
-"""python -m sizing PROFILE [--set key=value ...] [--json] [--sweep]: the sizing, printed."""
+"""python -m ckptgate.sizing PROFILE [--set key=value ...] [--json] [--sweep]: the sizing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Entry point for ``python -m sizing``."""
+"""Entry point for ``python -m ckptgate.sizing``."""
 
 import sys
 
