@@ -138,7 +138,7 @@ def worker(repeats: int, ranks: int) -> dict[str, Any] | None:
         "gathered step": _timed(counting, gathered, repeats),
     }
     every = MPI.COMM_WORLD.gather(mine, root=0)
-    if nodes.index != 0:
+    if nodes.index != 0 or every is None:  # gather returns the list on the root alone
         return None
     return {
         "nodes": nodes.count,

@@ -350,7 +350,7 @@ def _link_all(sources: list[str], links: list[str]) -> str | None:
         try:
             os.link(source, link)
         except OSError as error:
-            return errno.errorcode.get(error.errno, str(error.errno))
+            return errno.errorcode.get(error.errno or 0, str(error.errno))
     return None
 
 

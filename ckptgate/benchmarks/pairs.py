@@ -32,9 +32,12 @@ class PeerError(RuntimeError):
 
 
 class _Settings(Protocol):
-    warmup: int
-    repeats: int
-    settle_s: float
+    @property
+    def warmup(self) -> int: ...
+    @property
+    def repeats(self) -> int: ...
+    @property
+    def settle_s(self) -> float: ...
 
 
 SuiteRun = TypeVar("SuiteRun")

@@ -16,6 +16,7 @@ import difflib
 import math
 import types
 import typing
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ckptgate.sizing.units import (
@@ -74,6 +75,11 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+def _is_section(hint: Any) -> bool:
+    """Whether a field's type is a nested section (a dataclass *class*, not an instance)."""
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+
+
 def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -82,15 +88,15 @@ def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
     return hint, False
 
 
-def _yaml_key(f: dataclasses.Field) -> str:
+def _yaml_key(f: dataclasses.Field[Any]) -> str:
     return f.metadata.get("key") or f.name
 
 
-def _loaded_fields(cls: type) -> list[dataclasses.Field]:
+def _loaded_fields(cls: type) -> list[dataclasses.Field[Any]]:
     return [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
 
 
-def _bounds_text(meta: dict[str, Any]) -> str:
+def _bounds_text(meta: Mapping[str, Any]) -> str:
     gt, ge, lt, le = meta.get("gt"), meta.get("ge"), meta.get("lt"), meta.get("le")
     low = f"({gt:g}" if gt is not None else f"[{ge:g}" if ge is not None else None
     high = f"{lt:g})" if lt is not None else f"{le:g}]" if le is not None else None
@@ -118,7 +124,7 @@ _KIND_TEXT = {
 }
 
 
-def _allowed(kind: str, meta: dict[str, Any], optional: bool) -> str:
+def _allowed(kind: str, meta: Mapping[str, Any], optional: bool) -> str:
     if meta.get("choices"):
         text = "one of " + ", ".join(meta["choices"])
     else:
@@ -126,9 +132,9 @@ def _allowed(kind: str, meta: dict[str, Any], optional: bool) -> str:
     return text + (", or null" if optional else "")
 
 
-def _kind(f: dataclasses.Field, hint: Any) -> str:
+def _kind(f: dataclasses.Field[Any], hint: Any) -> str:
     if f.metadata.get("kind"):
-        return f.metadata["kind"]
+        return str(f.metadata["kind"])
     if hint is bool:
         return "bool"
     if hint is int:
@@ -159,15 +165,15 @@ def _convert_scalar(kind: str, value: Any, where: str) -> Any:
     raise AssertionError(kind)
 
 
-def _read_field(ctx: Context, f: dataclasses.Field, hint: Any, value: Any, path: str) -> Any:
+def _read_field(ctx: Context, f: dataclasses.Field[Any], hint: Any, value: Any, path: str) -> Any:
     hint, optional = _unwrap_optional(hint)
     if value is None:
         if optional:
             return None
-        kind = "section" if dataclasses.is_dataclass(hint) else _kind(f, hint)
+        kind = "section" if _is_section(hint) else _kind(f, hint)
         allowed = "a mapping" if kind == "section" else _allowed(kind, f.metadata, False)
         raise ctx.error(path, value, "must be given", allowed)
-    if dataclasses.is_dataclass(hint):
+    if _is_section(hint):
         return build(ctx, hint, value, path)
     if typing.get_origin(hint) is tuple:
         return _read_tuple(ctx, f, hint, value, path, optional)
@@ -188,7 +194,7 @@ def _read_field(ctx: Context, f: dataclasses.Field, hint: Any, value: Any, path:
 
 
 def _read_tuple(
-    ctx: Context, f: dataclasses.Field, hint: Any, value: Any, path: str, optional: bool
+    ctx: Context, f: dataclasses.Field[Any], hint: Any, value: Any, path: str, optional: bool
 ) -> tuple[Any, ...]:
     """A YAML list read into a tuple, each item by the item type's kind and the field's bounds
     (only ``tuple[X, ...]`` of scalars)."""
@@ -203,7 +209,7 @@ def _read_tuple(
 
 
 def _read_number(
-    ctx: Context, kind: str, meta: dict[str, Any], value: Any, path: str, allowed: str
+    ctx: Context, kind: str, meta: Mapping[str, Any], value: Any, path: str, allowed: str
 ) -> Any:
     try:
         number = _convert_scalar(kind, value, f"{ctx.where(path)}: {path}")
@@ -211,11 +217,11 @@ def _read_number(
         raise ctx.error(path, value, "wrong type or unit", allowed) from exc
     if isinstance(number, float) and not math.isfinite(number):
         raise ctx.error(path, value, "not finite", allowed)
-    checks = (
-        ("gt", lambda bound: number > bound),
-        ("ge", lambda bound: number >= bound),
-        ("lt", lambda bound: number < bound),
-        ("le", lambda bound: number <= bound),
+    checks: tuple[tuple[str, Callable[[Any], bool]], ...] = (
+        ("gt", lambda bound: bool(number > bound)),
+        ("ge", lambda bound: bool(number >= bound)),
+        ("lt", lambda bound: bool(number < bound)),
+        ("le", lambda bound: bool(number <= bound)),
     )
     for name, ok in checks:
         bound = meta.get(name)
@@ -263,9 +269,9 @@ def build(ctx: Context, cls: type, raw: Any, path: str) -> Any:
     return cls(**kwargs)
 
 
-def _describe_field(f: dataclasses.Field, hint: Any) -> str:
+def _describe_field(f: dataclasses.Field[Any], hint: Any) -> str:
     hint, optional = _unwrap_optional(hint)
-    if dataclasses.is_dataclass(hint):
+    if _is_section(hint):
         keys = ", ".join(_yaml_key(g) for g in _loaded_fields(hint))
         return f"a mapping with keys {keys}"
     if typing.get_origin(hint) is tuple:
@@ -273,7 +279,7 @@ def _describe_field(f: dataclasses.Field, hint: Any) -> str:
     return _allowed(_kind(f, hint), f.metadata, optional)
 
 
-def _dump_value(f: dataclasses.Field, value: Any) -> Any:
+def _dump_value(f: dataclasses.Field[Any], value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return dump(value)
     if isinstance(value, tuple):

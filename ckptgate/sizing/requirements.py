@@ -784,6 +784,7 @@ def derive(profile: Profile) -> Sizing:
     dist = shard_distribution(profile)
     basis = Basis(profile, dist, profile.checkpoint.interval_s)
     requirements = {name: basis.requirement(name) for name, d in DEFINITIONS.items() if d.in_table}
+    values: dict[str, Any] = {name: r.value for name, r in requirements.items()}  # int or float
     return Sizing(
         profile_name=profile.name,
         description=profile.description,
@@ -796,7 +797,7 @@ def derive(profile: Profile) -> Sizing:
         restart_s=profile.failures.restart_s,
         goodput_budget=profile.checkpoint.goodput_budget,
         restart_read_s=profile.restart.read_s,
-        **{name: r.value for name, r in requirements.items()},
+        **values,
         requirements=requirements,
         distribution=dist,
     )

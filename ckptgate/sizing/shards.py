@@ -181,7 +181,8 @@ class ShardDistribution:
         from ckptgate.sizing.units import format_bytes, format_count
 
         edges, counts = self.histogram(bins)
-        kept_edges, kept_counts = [edges[0]], []
+        kept_edges = [edges[0]]
+        kept_counts: list[int] = []
         for edge, count in zip(edges[1:], counts, strict=True):
             if kept_counts and format_bytes(edge) == format_bytes(kept_edges[-1]):
                 kept_counts[-1] += count

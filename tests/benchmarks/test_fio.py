@@ -182,7 +182,7 @@ def shm_target():
     yield target
     report = target.cleanup()
     assert not report.left
-    assert not os.path.exists(target.run_dir)
+    assert target.run_dir is not None and not os.path.exists(target.run_dir)
 
 
 @needs_fio_shm

@@ -32,6 +32,7 @@ def laid_out_profiles(draw):
         )
 
     arch = profile.model.architecture
+    assert arch is not None
     per_stage = None
     if arch is not None and draw(st.booleans()):
         cuts = sorted(draw(st.lists(st.integers(0, arch.layers), min_size=par.pp - 1,
@@ -93,6 +94,7 @@ def test_a_layout_spelling_out_the_parallelism_changes_nothing(profile):
     par = profile.cluster.parallelism
     same = ComponentLayout("split", par.zero_stage, par.replicas_write, par.dp)
     arch = profile.model.architecture
+    assert arch is not None
     explicit = Layout(same, same, same)
     if arch is not None and par.pp <= arch.layers:
         from ckptgate.sizing.shards import layers_per_stage
@@ -131,6 +133,7 @@ def test_a_tp_replicated_component_is_written_by_tp_rank_zero():
     split = shard_distribution(load_profile("70b", overrides=["model.parameters="]))
     dist = shard_distribution(profile)
     arch = profile.model.architecture
+    assert arch is not None
     emb_bytes = arch.vocab * arch.hidden * 14 // profile.cluster.parallelism.dp
     # Stage 0, dp 0: tp rank 0 gains the 7 other slices of the embedding, tp 1..7 lose theirs.
     assert dist.per_rank_bytes[0] - split.per_rank_bytes[0] == pytest.approx(
@@ -147,6 +150,7 @@ def test_explicit_layers_per_stage_move_the_layers():
     )
     dist = shard_distribution(profile)
     arch = profile.model.architecture
+    assert arch is not None
     assert dist.stage_parameters[0] == arch.vocab * arch.hidden
     assert "explicit: 0/8" in dist.policy_note
 

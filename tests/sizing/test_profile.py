@@ -95,7 +95,7 @@ def test_override_can_drop_parameters_and_count_from_architecture():
 
 def test_override_adds_an_architecture():
     p = load_profile("7b", overrides=["model.architecture.hidden=8192"])
-    assert p.model.architecture.hidden == 8192
+    assert p.model.architecture is not None and p.model.architecture.hidden == 8192
 
 
 def test_partial_section_fills_in_from_its_default():
@@ -292,6 +292,7 @@ def test_hidden_not_a_multiple_of_heads_needs_an_explicit_head_dim():
     profile = load_profile(
         "405b", ["model.architecture.heads=96", "model.architecture.head_dim=128"]
     )
+    assert profile.model.architecture is not None
     assert profile.model.architecture.head_dim == 128
 
 

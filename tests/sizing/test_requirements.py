@@ -234,6 +234,7 @@ def test_per_node_times_nodes_is_aggregate(name):
     assert math.isclose(s.per_node_bytes * s.nodes, s.written_bytes, rel_tol=REL)
     assert math.isclose(s.mean_shard_bytes * s.gpus, s.written_bytes, rel_tol=REL)
     dist = s.distribution
+    assert dist is not None
     assert sum(dist.node_bytes(i) for i in range(s.nodes)) == s.written_bytes
     assert s.sync_write_bytes_per_s_per_node * s.nodes >= s.sync_write_bytes_per_s * (1 - REL)
     assert s.largest_node_bytes >= s.per_node_bytes >= s.written_bytes / s.nodes * (1 - REL)
@@ -454,5 +455,6 @@ def test_mlperf_profiles_match_mlperfs_binary_sizes(name, published_gib):
 
 def test_mlperf_1t_counts_with_an_explicit_head_dim():
     s = derive(SHIPPED["mlperf-1t"])
-    assert SHIPPED["mlperf-1t"].model.architecture.head_dim == 134
+    arch = SHIPPED["mlperf-1t"].model.architecture
+    assert arch is not None and arch.head_dim == 134
     assert s.parameters == 1_182_081_357_072 and s.gpus == 1024

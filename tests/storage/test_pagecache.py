@@ -21,17 +21,23 @@ def write_file(path: Path, size: int = SIZE_BYTES) -> bytes:
     return data
 
 
+def _resident(path: Path) -> float:
+    fraction = pagecache.resident_fraction(str(path))
+    assert fraction is not None, f"{path}: mincore measured nothing"
+    return fraction
+
+
 def test_a_file_just_written_is_resident(directory: Path) -> None:
     path = directory / "shard"
     write_file(path)
-    assert pagecache.resident_fraction(str(path)) > 0.99
+    assert _resident(path) > 0.99
 
 
 def test_dropping_leaves_nothing_resident_unless_memory_backed(directory: Path) -> None:
     path = directory / "shard"
     write_file(path)
     pagecache.drop_pages(str(path))
-    fraction = pagecache.resident_fraction(str(path))
+    fraction = _resident(path)
     if local_fs_facts(str(directory)).memory_backed:
         assert fraction == 1.0  # tmpfs: the cache is the storage, nothing can drop
     else:
@@ -43,7 +49,7 @@ def test_a_buffered_read_brings_the_pages_back(directory: Path) -> None:
     write_file(path)
     pagecache.drop_pages(str(path))
     path.read_bytes()
-    assert pagecache.resident_fraction(str(path)) > 0.99
+    assert _resident(path) > 0.99
 
 
 def test_dropping_and_measuring_change_nothing_in_the_file(directory: Path) -> None:
