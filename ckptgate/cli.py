@@ -15,6 +15,7 @@ from any directory once ckptgate is installed; every pytest option works after i
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 
@@ -32,10 +33,51 @@ commands:
 'ckptgate COMMAND --help' shows each command's options."""
 
 
+def cache_dir() -> str:
+    """Where an installed run keeps pytest's cache and pytest-benchmark's storage, so that
+    ``ckptgate run`` leaves nothing in the directory it was started from:
+    ``$XDG_CACHE_HOME/ckptgate`` (``~/.cache/ckptgate`` by default)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ckptgate")
+
+
+def run_argv(argv: Sequence[str]) -> list[str]:
+    """pytest's arguments for ``ckptgate run ARGS``: the installed checklist, with pytest's
+    cache and pytest-benchmark's storage in :func:`cache_dir` unless ARGS choose their own."""
+    given = " ".join(argv)
+    placed = []
+    if "cache_dir=" not in given:
+        placed += ["-o", f"cache_dir={os.path.join(cache_dir(), 'pytest')}"]
+    if "--benchmark-storage" not in given:
+        placed += [f"--benchmark-storage=file://{os.path.join(cache_dir(), 'benchmarks')}"]
+    return ["--pyargs", "ckptgate.acceptance", *placed, *argv]
+
+
+def _run_help(argv: Sequence[str]) -> int:
+    """pytest's help, under ckptgate run's own usage line (pytest names itself there)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *run_argv(argv)], capture_output=True, text=True
+    )
+    text = done.stdout.replace("usage: python -m pytest", "usage: ckptgate run", 1)
+    head, _, rest = text.partition("\n")
+    print(head)
+    print(RUN_HELP)
+    print(rest, end="")
+    sys.stderr.write(done.stderr)
+    return done.returncode
+
+
+RUN_HELP = """
+ckptgate run is pytest --pyargs ckptgate.acceptance: the suite's own options are under
+"ckptgate" below (--profile and --target first), and every pytest option works too."""
+
+
 def _run(argv: Sequence[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        return _run_help(argv)
     # A fresh interpreter: pytest rewrites the asserts of the plugin's package, which this one
     # has already imported (ckptgate.cli), and Ctrl-C goes straight to pytest.
-    command = [sys.executable, "-m", "pytest", "--pyargs", "ckptgate.acceptance", *argv]
+    command = [sys.executable, "-m", "pytest", *run_argv(argv)]
     os.execv(sys.executable, command)
     return 1  # not reached: execv replaces this process
 
@@ -87,6 +129,26 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
 }
 
 
+CLOSED_PIPE_EXIT = 141
+"""Exit status when the reader of our output went away (``ckptgate sizing 405b | head``): 128
+plus SIGPIPE's number, as a shell reports a tool that SIGPIPE ended."""
+
+
+def quiet_on_closed_pipe(command: Callable[[], int]) -> int:
+    """Run ``command``; if the reader closes our standard output first, end quietly with
+    :data:`CLOSED_PIPE_EXIT` instead of a BrokenPipeError traceback (the recipe of Python's
+    ``signal`` documentation: point stdout at /dev/null so the interpreter's final flush
+    cannot raise again)."""
+    try:
+        status = command()
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return CLOSED_PIPE_EXIT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
@@ -99,4 +161,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    return command(args[1:])
+    return quiet_on_closed_pipe(lambda: command(args[1:]))

@@ -83,20 +83,39 @@ def _unit(name: str, sizing: dict[str, Any]) -> str:
     return ""
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _same(values: Sequence[Any]) -> bool:
+    """Equal, exactly for integers and text, within float noise (1e-9 relative) for floats."""
     first = values[0]
-    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+    if all(_is_number(v) for v in values) and any(isinstance(v, float) for v in values):
         return all(math.isclose(v, first, rel_tol=1e-9) for v in values)
     return all(v == first for v in values)
 
 
+def _exact(value: int | float, unit: str) -> str:
+    """The value as saved: every digit of an integer, a float's shortest repr."""
+    text = f"{value:,}" if isinstance(value, int) else repr(value)
+    return f"{text} {unit}".rstrip()
+
+
 def _each(runs: Sequence[Run], values: Sequence[Any], unit: str = "") -> str:
-    shown = [
-        format_value(v, unit) if unit and isinstance(v, int | float) and not isinstance(v, bool)
-        else str(v)
-        for v in values
-    ]  # fmt: skip
-    return ", ".join(f"{run.label} {text}" for run, text in zip(runs, shown, strict=True))
+    """Each run's value; numbers in their unit, exact where two would print alike, and each
+    later run's change relative to the first run's value."""
+    numeric = bool(unit) and all(_is_number(v) for v in values)
+    shown = [format_value(v, unit) if numeric else str(v) for v in values]
+    if numeric and len(set(shown)) < len(shown):
+        shown = [f"{text} ({_exact(v, unit)})" for text, v in zip(shown, values, strict=True)]
+    text = ", ".join(f"{run.label} {shown}" for run, shown in zip(runs, shown, strict=True))
+    if numeric and values[0]:
+        changes = [
+            f"{run.label} {100 * (v - values[0]) / abs(values[0]):+.3g} %"
+            for run, v in zip(runs[1:], values[1:], strict=True)
+        ]
+        text += f" (relative to {runs[0].label}: {', '.join(changes)})"
+    return text
 
 
 def unfairness(runs: Sequence[Run]) -> list[str]:

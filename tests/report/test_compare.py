@@ -72,3 +72,25 @@ def test_the_commands_take_saved_files(tmp_path: Path, capsys: pytest.CaptureFix
     out = capsys.readouterr().out
     assert out.startswith("VERDICT ") and (tmp_path / "r-ranks.csv").exists()
     assert main(["report", str(tmp_path / "r.csv")]) == 2
+
+
+def test_values_that_print_alike_but_differ_show_every_digit_and_the_change(
+    tmp_path: Path,
+) -> None:
+    a, b = saved_run(), saved_run()
+    a["sizing"]["largest_shard_bytes"] = 56_012_345
+    b["sizing"]["largest_shard_bytes"] = 56_001_000
+    runs = load_runs([_save(tmp_path, "a.json", a), _save(tmp_path, "b.json", b)])
+    (warning,) = [w for w in unfairness(runs) if "largest_shard_bytes" in w]
+    assert warning == (
+        "sizing largest_shard_bytes differs: A 56.0 MB (56,012,345 B), "
+        "B 56.0 MB (56,001,000 B) (relative to A: B -0.0203 %)"
+    )
+
+
+def test_equal_values_are_no_difference_however_they_were_saved(tmp_path: Path) -> None:
+    a, b = saved_run(), saved_run()
+    a["sizing"]["largest_shard_bytes"] = 56_000_000
+    b["sizing"]["largest_shard_bytes"] = 56_000_000.0  # a float in one file, an int in the other
+    runs = load_runs([_save(tmp_path, "a.json", a), _save(tmp_path, "b.json", b)])
+    assert [w for w in unfairness(runs) if "largest_shard_bytes" in w] == []
