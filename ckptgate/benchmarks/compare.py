@@ -247,7 +247,7 @@ def compare_write(target: Target, settings: BenchSettings) -> Comparison:
             suite_dir = target.new_dir(f"{tag}-suite")
             shards = _shards(suite_dir, ranks, size, transfer, run_id)
             target.register([s.path for s in shards])
-            burst = run_write_burst(pool, target.fs_spec, shards, settings.timeout_s)
+            burst = run_write_burst(pool, target.spec, shards, settings.timeout_s)
             target.remove_files([s.path for s in shards])
             return burst
 
@@ -379,14 +379,14 @@ def compare_read(target: Target, settings: BenchSettings) -> Comparison:
         directory = target.new_dir("read")
         shards = _shards(directory, ranks, size, transfer, run_id)
         target.register([s.path for s in shards])
-        run_write_burst(pool, target.fs_spec, shards, settings.timeout_s)  # untimed: the files
+        run_write_burst(pool, target.spec, shards, settings.timeout_s)  # untimed: the files
         peer = _read_peer(target, settings, peer_name, [s.path for s in shards], comparison.notes)
 
         def suite(_tag: str) -> ReadResult:
             # Rank i reads what rank i+shift wrote, as the suite's readback does.
             return run_readback(
                 pool,
-                target.fs_spec,
+                target.spec,
                 shards,
                 settings.timeout_s,
                 shift=settings.shift,
@@ -451,7 +451,7 @@ def _suite_storm(
         target.register(paths)
         storm = run_metadata_storm(
             pool,
-            target.fs_spec,
+            target.spec,
             suite_dir,
             files_,
             settings.timeout_s,
@@ -467,10 +467,10 @@ def _suite_storm(
             )
         }
         if "stat" in phases:
-            listing = run_restore_listing(pool, target.fs_spec, suite_dir, settings.timeout_s)
+            listing = run_restore_listing(pool, target.spec, suite_dir, settings.timeout_s)
             figures["stat"] = (listing.stat.rate_per_s, {"span_s": listing.stat.span_s})
         if "unlink" in phases:
-            unlink = run_delete_storm(pool, target.fs_spec, paths, settings.timeout_s)
+            unlink = run_delete_storm(pool, target.spec, paths, settings.timeout_s)
             target.forget_removed(paths)
             figures["unlink"] = (unlink.rate_per_s, {"span_s": unlink.span_s})
         else:

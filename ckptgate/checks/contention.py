@@ -112,7 +112,7 @@ def run_contention(campaign: WriteCampaign, readers: RankPool) -> Iterator[Conte
     """
     ctx = campaign.ctx
     profile, target, nodes = ctx.profile, ctx.target, ctx.nodes
-    fs = target.fs_spec
+    fs = target.spec
     bursts = campaign.rounds()  # the writers alone, measured first
     alone_writers = statistics.median(b.aggregate_bytes_per_s for b in bursts)
     target.new_dir("contention")

@@ -76,7 +76,7 @@ def run_dcp_check(ctx: CheckContext) -> DcpRun | None:
             for rank, size in enumerate(result.per_rank_bytes)
         ]
         target.register_shards(shards)
-        suite_write = run_write_burst(ctx.pool, target.fs_spec, shards, profile.run.timeout_floor_s)
+        suite_write = run_write_burst(ctx.pool, target.spec, shards, profile.run.timeout_floor_s)
     return DcpRun(ctx, result, suite_write)
 
 

@@ -151,7 +151,7 @@ def _storm_round(
         timeout_s,
         f"the end of the metadata storm {step}",
         lambda: run_metadata_storm(
-            pool, target.fs_spec, directory, mine, timeout_s, run_id=ctx.run_id, commit=False
+            pool, target.spec, directory, mine, timeout_s, run_id=ctx.run_id, commit=False
         ),
     )
     create = combine_phases([r.create for r in creates])
@@ -172,7 +172,7 @@ def _storm_round(
         nodes,
         timeout_s,
         f"the verification of storm {step}",
-        lambda: verify_storm(pool, target.fs_spec, mine, timeout_s, run_id=ctx.run_id),
+        lambda: verify_storm(pool, target.spec, mine, timeout_s, run_id=ctx.run_id),
     )
     if nodes.index == 0:
         tmp_path, final_path = metadata_paths(directory)
@@ -199,7 +199,7 @@ def _commit(ctx: CheckContext, directory: str, planned: list, metadata_bytes: in
     with ctx.pool.alone():
         return run_commit(
             ctx.pool,
-            ctx.target.fs_spec,
+            ctx.target.spec,
             directory,
             planned,
             ctx.save_timeout_s,
@@ -229,7 +229,7 @@ def run_metadata(ctx: CheckContext) -> MetadataRun:
         timeout_s,
         "the end of the restore listing",
         lambda: run_restore_listing(
-            pool, target.fs_spec, newer.directory, timeout_s, part=(nodes.index, nodes.count)
+            pool, target.spec, newer.directory, timeout_s, part=(nodes.index, nodes.count)
         ),
     )
     sizes: dict[str, int] = {}
@@ -246,7 +246,7 @@ def run_metadata(ctx: CheckContext) -> MetadataRun:
         nodes,
         delete_timeout_s,
         "the end of the delete storm",
-        lambda: run_delete_storm(pool, target.fs_spec, mine, delete_timeout_s),
+        lambda: run_delete_storm(pool, target.spec, mine, delete_timeout_s),
     )
     left = target.forget_removed(mine)
     return MetadataRun(

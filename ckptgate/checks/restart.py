@@ -117,7 +117,7 @@ def readback(campaign: WriteCampaign) -> Answer:
     def read() -> BurstResult:
         local.append(
             run_readback(
-                ctx.pool, ctx.target.fs_spec, shards, timeout_s, shift=shift, direct=ctx.direct
+                ctx.pool, ctx.target.spec, shards, timeout_s, shift=shift, direct=ctx.direct
             )
         )
         return local[0].burst
@@ -149,7 +149,7 @@ def resharded(campaign: WriteCampaign) -> Answer | None:
         local.append(
             run_reshard(
                 ctx.pool,
-                ctx.target.fs_spec,
+                ctx.target.spec,
                 shards,
                 timeout_s,
                 fraction=fraction,

@@ -178,7 +178,7 @@ class WriteCampaign:
             self.timeout_s,
             "the end of a verification",
             lambda: run_readback(
-                self.ctx.pool, self.ctx.target.fs_spec, shards, self.timeout_s, shift=shift
+                self.ctx.pool, self.ctx.target.spec, shards, self.timeout_s, shift=shift
             ),
         )
         self.verified_bytes += sum(read.burst.total_bytes for read in reads)
@@ -261,14 +261,12 @@ class WriteCampaign:
             with ctx.pool.alone():
                 written = run_write_burst(
                     ctx.pool,
-                    ctx.target.fs_spec,
+                    ctx.target.spec,
                     [metadata],
                     self.timeout_s,
                     phase="commit .metadata",
                 )
-                read = run_readback(
-                    ctx.pool, ctx.target.fs_spec, [metadata], self.timeout_s, shift=0
-                )
+                read = run_readback(ctx.pool, ctx.target.spec, [metadata], self.timeout_s, shift=0)
             self.verified_bytes += read.burst.total_bytes
             return written
 
@@ -304,7 +302,7 @@ class WriteCampaign:
         return self.gather(
             "write" if sink == "target" else "generate",
             lambda: run_write_burst(
-                self.ctx.pool, self.ctx.target.fs_spec, shards, self.timeout_s, sink=sink
+                self.ctx.pool, self.ctx.target.spec, shards, self.timeout_s, sink=sink
             ),
         )
 

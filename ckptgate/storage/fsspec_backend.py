@@ -11,13 +11,15 @@ backend serves local targets by default."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import IO, Any
 
+import fsspec
 from fsspec import AbstractFileSystem
 
-from ckptgate.storage.backend import LOCAL_PROTOCOLS, Bytes, ReadFile
+from ckptgate.storage.fsfacts import MEMORY_BACKED_FS_TYPES, is_local, local_fs_facts
 from ckptgate.storage.object_store import object_store
-from ckptgate.storage.target import MEMORY_BACKED_FS_TYPES, local_fs_facts
+from ckptgate.storage.operations import Bytes, ReadFile
 
 
 def file_descriptor(handle: IO[bytes]) -> int | None:
@@ -42,6 +44,12 @@ class FsspecBackend:
         self.batch_delete_keys: int = store.batch_delete_keys if store else 0
         """Keys per bulk delete request (s3fs's rm of a list sends DeleteObjects of at most
         1000 keys; ``ckptgate.storage.object_store``); 0: one ``rm_file`` per file."""
+
+    @classmethod
+    def connect(cls, protocol: str, storage_options: Mapping[str, Any]) -> FsspecBackend:
+        """The registry's constructor: fsspec's filesystem for the protocol (fsspec caches the
+        instance, so a task that connects again gets the same one)."""
+        return cls(fsspec.filesystem(protocol, **storage_options))
 
     def create(self, path: str, *, exclusive: bool = True) -> IO[bytes]:
         return self.fs.open(path, "xb" if exclusive else "wb")
@@ -107,6 +115,6 @@ class FsspecBackend:
         return None
 
     def memory_backed(self, path: str) -> bool:
-        if self.protocol in LOCAL_PROTOCOLS:  # a local filesystem may be tmpfs: ask the kernel
+        if is_local(self.protocol):  # a local filesystem may be tmpfs: ask the kernel
             return local_fs_facts(os.path.dirname(path) or ".").memory_backed
         return self.protocol in MEMORY_BACKED_FS_TYPES

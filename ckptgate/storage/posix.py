@@ -10,10 +10,12 @@ measures residency (``ckptgate.storage.pagecache`` does the low-level work).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from ckptgate.storage import pagecache
-from ckptgate.storage.backend import Bytes, ReadFile
-from ckptgate.storage.target import local_fs_facts
+from ckptgate.storage.fsfacts import local_fs_facts
+from ckptgate.storage.operations import Bytes, ReadFile
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _CREATE_EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC
@@ -29,6 +31,11 @@ class PosixBackend:
     has_page_cache = True
     batch_delete_keys = 0
     """No bulk delete: one unlink per file."""
+
+    @classmethod
+    def connect(cls, protocol: str, storage_options: Mapping[str, Any]) -> PosixBackend:
+        """The registry's constructor: a local filesystem needs no options (the kernel's)."""
+        return cls()
 
     def create(self, path: str, *, exclusive: bool = True) -> int:
         return os.open(path, _CREATE_EXCLUSIVE if exclusive else _CREATE_TRUNCATE, FILE_MODE)

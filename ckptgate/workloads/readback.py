@@ -52,13 +52,9 @@ from ckptgate.engine.records import (
     run_ranks,
 )
 from ckptgate.engine.sampler import Expected
-from ckptgate.storage.backend import (
-    DIRECT_ALIGN_BYTES,
-    Backend,
-    BackendSpec,
-    ReadFile,
-    aligned_buffer,
-)
+from ckptgate.storage.backend import BackendSpec
+from ckptgate.storage.operations import Backend, ReadFile
+from ckptgate.storage.pagecache import DIRECT_ALIGN_BYTES, aligned_buffer
 from ckptgate.workloads.fileplan import ShardFile, lanes
 from ckptgate.workloads.write_burst import lane_label, peak_rss_bytes
 

@@ -37,7 +37,8 @@ from ckptgate.engine.records import (
     run_ranks,
 )
 from ckptgate.engine.sampler import Expected
-from ckptgate.storage.backend import BackendSpec, Writer
+from ckptgate.storage.backend import BackendSpec
+from ckptgate.storage.operations import Writer
 from ckptgate.workloads.fileplan import ShardFile, lanes, shard_file_name
 
 __all__ = ["DISCARD_PATH", "ShardFile", "run_write_burst", "shard_file_name", "write_shard_task"]

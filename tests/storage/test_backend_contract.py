@@ -18,10 +18,12 @@ from typing import Any
 import fsspec
 import pytest
 
-from ckptgate.storage.backend import DIRECT_ALIGN_BYTES, Backend, BackendSpec, aligned_buffer
+from ckptgate.storage.backend import BackendSpec
+from ckptgate.storage.fsfacts import local_fs_facts
 from ckptgate.storage.fsspec_backend import FsspecBackend
+from ckptgate.storage.operations import Backend
+from ckptgate.storage.pagecache import DIRECT_ALIGN_BYTES, aligned_buffer
 from ckptgate.storage.posix import PosixBackend
-from ckptgate.storage.target import local_fs_facts
 from tests.s3server import S3Server
 
 # not a whole number of pages or O_DIRECT blocks: the tail is a short read

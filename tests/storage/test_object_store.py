@@ -69,7 +69,7 @@ def test_the_labels_say_what_each_posix_phase_is_on_s3() -> None:
 def test_a_target_on_s3_ties_the_part_and_the_header_says_so(s3: S3Server) -> None:
     target = Target(f"s3://{s3.bucket}/prefix", s3.storage_options, transfer_bytes=8 * MiB)
     try:
-        assert target.fs_spec.storage_options["default_block_size"] == 8 * MiB
+        assert target.spec.storage_options["default_block_size"] == 8 * MiB
         assert target.fs.default_block_size == 8 * MiB  # what s3fs's open() will use
         assert target.store is object_store("s3")
         lines = object_store_lines(target)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ckptgate.storage import pagecache
-from ckptgate.storage.target import local_fs_facts
+from ckptgate.storage.fsfacts import local_fs_facts
 
 SIZE_BYTES = 3 * 1024 * 1024 + 123  # not a whole number of pages: the tail page counts too
 

@@ -96,7 +96,7 @@ def test_a_target_that_fills_mid_burst_fails_with_one_line_and_keeps_nothing() -
         ]
         target.register([s.path for s in shards])
         with pytest.raises(RankFailure, match=r"No space left on device") as failure:
-            run_write_burst(pool, target.fs_spec, shards, timeout_s=60)
+            run_write_burst(pool, target.spec, shards, timeout_s=60)
         assert "\n" not in str(failure.value)
         target.cleanup()
         assert os.listdir(point) == []

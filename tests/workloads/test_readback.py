@@ -11,7 +11,7 @@ import pytest
 
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.storage.target import local_fs_facts
+from ckptgate.storage.fsfacts import local_fs_facts
 from ckptgate.workloads.fileplan import dcp_plan, shard_files
 from ckptgate.workloads.readback import file_records, readback_assignment, run_readback
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst

@@ -1,0 +1,120 @@
+"""Removal of exactly what the run made: registered files, then its directories, bounded.
+
+Cleanup removes registered files and then the directories the run made, each with a
+non-recursive call: a file that someone else put in the run directory survives, and the
+directory stays with a warning. Every call goes through ``ckptgate.storage.janitor``: bounded,
+so a hung target fails the run instead of holding it. What a hung target made impossible to
+remove is listed in ``left_behind`` (the report's notes), never retried. The manifest part and
+the lease go last, once every registered file is gone, so ``ckptgate clean`` can still remove
+what a failed removal left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ckptgate.storage.janitor import Janitor
+from ckptgate.storage.run_lease import RunLease
+from ckptgate.storage.rundir import RunDirectory
+
+__all__ = ["CleanupReport", "Removal"]
+
+
+@dataclass
+class CleanupReport:
+    removed_files: int = 0
+    removed_dirs: int = 0
+    left: list[str] = field(default_factory=list)
+    """Directories left because they hold what the run did not create."""
+    unremovable: list[str] = field(default_factory=list)
+    """Files and directories a hung target made impossible to remove (never retried)."""
+    hung: str | None = None
+
+
+class Removal:
+    """Removes what ``run`` registered, through ``janitor``; stops ``lease`` first."""
+
+    def __init__(self, run: RunDirectory, lease: RunLease, janitor: Janitor) -> None:
+        self.run = run
+        self.lease = lease
+        self.janitor = janitor
+        self.left_behind: list[str] = []
+        """What the run created and a hung target made impossible to remove."""
+
+    def _leave(self, paths: list[str]) -> None:
+        self.left_behind.extend(p for p in paths if p not in self.left_behind)
+
+    def remove_files(self, paths: list[str] | tuple[str, ...]) -> int:
+        """Remove registered files that exist; returns how many were removed.
+
+        A path that does not exist stays registered: a rank still running may yet create it,
+        and the final cleanup, after the ranks have stopped, tries again. Each removal is
+        bounded (``ckptgate.storage.janitor``); when one hangs, it and the rest are moved to
+        ``left_behind`` and not tried again.
+        """
+        removed = self._remove(paths)
+        if self.run.manifest is not None:
+            self.run.manifest.removed(sorted(removed))
+        return len(removed)
+
+    def _remove(self, paths: list[str] | tuple[str, ...]) -> set[str]:
+        registered = set(self.run.files)
+        for path in paths:
+            if path not in registered:
+                raise ValueError(f"refusing to remove {path}: this run did not register it")
+        outcome = self.janitor.call("rm_file", list(paths))
+        removed = set(outcome.done)
+        abandoned = set(outcome.left)
+        self._leave(outcome.left)
+        self.run.files = [p for p in self.run.files if p not in removed and p not in abandoned]
+        if outcome.errors:
+            raise next(iter(outcome.errors.values()))
+        return removed
+
+    def forget_removed(self, paths: list[str] | tuple[str, ...]) -> list[str]:
+        """Drop from the registry files the run's own workload deleted (a delete storm);
+        returns those of ``paths`` still there (they stay registered)."""
+        fs = self.run.fs
+        if hasattr(fs, "invalidate_cache"):
+            fs.invalidate_cache()  # s3fs lists from a cache: ask the store itself
+        gone = {p for p in paths if not fs.exists(p)}
+        if self.run.manifest is not None:
+            self.run.manifest.removed(sorted(gone & set(self.run.files)))
+        self.run.files = [p for p in self.run.files if p not in gone]
+        return [p for p in paths if p not in gone]
+
+    def cleanup(self, files: bool = True, directories: bool = True) -> CleanupReport:
+        """Remove exactly what the run created: registered files, then its own directories.
+
+        Many nodes remove their own files first and node 0 the directories after a barrier.
+        The lease stops and, once every registered file is gone, the manifest part and the
+        lease go too (a file that could not be removed raises, and the manifest stays for
+        ``ckptgate clean``).
+        """
+        report = CleanupReport()
+        if files:
+            self.lease.stop()
+            report.removed_files = len(self._remove(list(dict.fromkeys(self.run.files))))
+            if not self.left_behind:
+                self._remove_meta()  # the manifest stays while anything it lists stays
+        if directories:
+            ordered = sorted(set(self.run.dirs), key=lambda d: d.count("/"), reverse=True)
+            outcome = self.janitor.call("rmdir", ordered)
+            report.removed_dirs = len(outcome.done)
+            report.left = [d for d in ordered if d in outcome.errors]
+            self._leave(outcome.left)
+            self.run.dirs = [d for d in self.run.dirs if d in report.left]
+        report.unremovable = list(self.left_behind)
+        report.hung = self.janitor.hung
+        return report
+
+    def _remove_meta(self) -> None:
+        """The manifest part and the lease, last of this node's files (bounded calls)."""
+        run = self.run
+        if run.manifest is not None:
+            run.manifest.close()
+            run.manifest = None
+        if run.meta_files:
+            outcome = self.janitor.call("rm_file", list(run.meta_files))
+            self._leave(outcome.left)
+        run.meta_files = []
