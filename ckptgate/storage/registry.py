@@ -61,17 +61,20 @@ BACKENDS: dict[str, BackendEntry] = {
 """Backend name to entry, in the order ``auto`` tries them (the catch-all last)."""
 
 
+def _auto(protocol: str) -> str:
+    """The first entry that claims ``protocol``, else the first catch-all."""
+    claims = [n for n, e in BACKENDS.items() if e.protocols is not None and protocol in e.protocols]
+    catch_all = [n for n, e in BACKENDS.items() if e.protocols is None]
+    if not claims and not catch_all:
+        raise ValueError(f"no registered backend serves {protocol}")
+    return [*claims, *catch_all][0]
+
+
 def resolve(backend: str, protocol: str) -> str:
     """The registered backend that serves ``protocol`` for the choice ``backend`` (``auto``
     or a name in ``BACKENDS``); ValueError in one line when none does."""
     if backend == AUTO:
-        for name, entry in BACKENDS.items():
-            if entry.protocols is not None and protocol in entry.protocols:
-                return name
-        for name, entry in BACKENDS.items():
-            if entry.protocols is None:
-                return name
-        raise ValueError(f"no registered backend serves {protocol}")
+        return _auto(protocol)
     entry = BACKENDS.get(backend)
     if entry is None:
         *first, last = [AUTO, *BACKENDS]

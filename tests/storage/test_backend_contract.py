@@ -18,6 +18,7 @@ from typing import Any
 import fsspec
 import pytest
 
+from ckptgate.storage import registry
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.fsfacts import local_fs_facts
 from ckptgate.storage.fsspec_backend import FsspecBackend
@@ -25,6 +26,7 @@ from ckptgate.storage.operations import Backend
 from ckptgate.storage.pagecache import DIRECT_ALIGN_BYTES, aligned_buffer
 from ckptgate.storage.posix import PosixBackend
 from tests.s3server import S3Server
+from tests.storage import registered_backend
 
 # not a whole number of pages or O_DIRECT blocks: the tail is a short read
 DATA = bytes(range(256)) * 1000 + b"tail"
@@ -307,6 +309,22 @@ class TestFsspecLocal(LocalDirectory):
     @pytest.fixture
     def spec(self) -> BackendSpec:
         return BackendSpec("file", backend="fsspec")
+
+
+class TestRegisteredBackend(LocalDirectory):
+    """A backend the code has never heard of, added by its file and one registry entry."""
+
+    dir_durable = True
+
+    @pytest.fixture
+    def spec(self, monkeypatch: pytest.MonkeyPatch) -> BackendSpec:
+        monkeypatch.setitem(registry.BACKENDS, "counting", registered_backend.ENTRY)
+        return BackendSpec("file", backend="counting")
+
+    def test_the_registered_class_serves_the_spec(self, backend: Backend[Any], root: str) -> None:
+        assert isinstance(backend, registered_backend.CountingBackend)
+        write_file(backend, f"{root}/one")
+        assert backend.created == 1
 
 
 class TestFsspecMemory(BackendContract):
