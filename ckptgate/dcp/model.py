@@ -217,11 +217,6 @@ def expected_block(
     return values.reshape(local_shape).to(dtype)
 
 
-def expected_steps(fqns: list[str]) -> dict[str, float]:
-    """The per-parameter Adam step values the synthetic state holds."""
-    return dict.fromkeys(fqns, float(TRAIN_STEP))
-
-
 def param_groups(fqns: list[str]) -> list[dict[str, Any]]:
     """The optimizer's param groups as Adam's state_dict gives them (params by name)."""
     return [{**PARAM_GROUP, "params": list(fqns)}]
