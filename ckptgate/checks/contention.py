@@ -112,7 +112,7 @@ def run_contention(campaign: WriteCampaign, readers: RankPool) -> Iterator[Conte
     """
     ctx = campaign.ctx
     profile, target, nodes = ctx.profile, ctx.target, ctx.nodes
-    fs = target.spec
+    spec = target.spec
     bursts = campaign.rounds()  # the writers alone, measured first
     alone_writers = statistics.median(b.aggregate_bytes_per_s for b in bursts)
     target.new_dir("contention")
@@ -123,20 +123,20 @@ def run_contention(campaign: WriteCampaign, readers: RankPool) -> Iterator[Conte
     target.register_shards([*files, *shards])
     timeout_s = campaign.timeout_s
     try:
-        prepare_dataset(readers, fs, files, timeout_s)
+        prepare_dataset(readers, spec, files, timeout_s)
         paths = [[f.path] for f in files]
         alone: list[ReaderRun] = run_everywhere(
             nodes,
             timeout_s,
             "the end of the readers alone",
-            lambda: run_readers(readers, fs, paths, MIN_READ_S, MIN_READ_S + timeout_s),
+            lambda: run_readers(readers, spec, paths, MIN_READ_S, MIN_READ_S + timeout_s),
         )
         worst_alone_s = max(b.span_s for b in bursts)
         window_s = ctx.sizing.create_window_s
         duration_s = WARMUP_S + max(MIN_READ_S, min(window_s, COVER_SPANS * worst_alone_s))
 
         def write() -> BurstResult:
-            return run_write_burst(ctx.pool, fs, shards, timeout_s)
+            return run_write_burst(ctx.pool, spec, shards, timeout_s)
 
         runs: list[ContendedRun] = run_everywhere(
             nodes,
@@ -146,7 +146,7 @@ def run_contention(campaign: WriteCampaign, readers: RankPool) -> Iterator[Conte
                 write,
                 ctx.pool,
                 readers,
-                fs,
+                spec,
                 paths,
                 duration_s,
                 duration_s + timeout_s,

@@ -36,9 +36,9 @@ class FsspecBackend:
     name = "fsspec"
     has_page_cache = False
 
-    def __init__(self, filesystem: AbstractFileSystem) -> None:
-        self.fs = filesystem
-        protocol = filesystem.protocol
+    def __init__(self, fs: AbstractFileSystem) -> None:
+        self.fs = fs
+        protocol = fs.protocol
         self.protocol: str = protocol if isinstance(protocol, str) else protocol[0]
         store = object_store(self.protocol)
         self.batch_delete_keys: int = store.batch_delete_keys if store else 0

@@ -67,16 +67,16 @@ def dataset_files(
 
 
 def prepare_dataset(
-    pool: RankPool, fs: BackendSpec, files: Sequence[ShardFile], timeout_s: float
+    pool: RankPool, spec: BackendSpec, files: Sequence[ShardFile], timeout_s: float
 ) -> BurstResult:
     """Write the dataset (one file per reader, fsynced) with the readers' own processes."""
-    return run_write_burst(pool, fs, files, timeout_s)
+    return run_write_burst(pool, spec, files, timeout_s)
 
 
 def read_stream_task(
     ctx: RankContext,
     *,
-    fs: BackendSpec,
+    spec: BackendSpec,
     paths: list[str],
     duration_s: float,
     max_bytes: int | None = None,
@@ -85,7 +85,7 @@ def read_stream_task(
 ) -> RankResult:
     """Rank task: read ``paths`` sequentially, over and over, until the parent asks it to stop
     (``RankPool.request_stop``), or a time or bytes bound is reached, whichever comes first."""
-    backend = fs.open()
+    backend = spec.open()
     # A missing or empty dataset fails before the start, so no writer burst starts for nothing.
     empty = [p for p in paths if not backend.size(p)]
     if empty or not paths:
@@ -200,7 +200,7 @@ class ReaderRun:
 
 def run_readers(
     pool: RankPool,
-    fs: BackendSpec,
+    spec: BackendSpec,
     paths_per_reader: Sequence[Sequence[str]],
     duration_s: float,
     timeout_s: float,
@@ -213,7 +213,12 @@ def run_readers(
         raise ValueError(f"timeout {timeout_s} s must exceed the readers' bound {duration_s} s")
     kwargs = [{"paths": list(paths)} for paths in paths_per_reader]
     labels = [f"reader {i} ({paths[0]})" for i, paths in enumerate(paths_per_reader)]
-    shared = {"fs": fs, "duration_s": duration_s, "max_bytes": max_bytes, "read_bytes": read_bytes}
+    shared = {
+        "spec": spec,
+        "duration_s": duration_s,
+        "max_bytes": max_bytes,
+        "read_bytes": read_bytes,
+    }
     results = run_ranks(pool, read_stream_task, kwargs, timeout_s, labels, shared=shared)
     records = records_from_results(results)  # refuses a result without the common start
     common = cast(float, results[0].common_start_mono)
@@ -254,7 +259,7 @@ def run_contended(
     write: WriteFn,
     writer_pool: RankPool,
     reader_pool: RankPool,
-    fs: BackendSpec,
+    spec: BackendSpec,
     paths_per_reader: Sequence[Sequence[str]],
     duration_s: float,
     timeout_s: float,
@@ -280,7 +285,7 @@ def run_contended(
     def readers() -> None:
         try:
             outcome["run"] = run_readers(
-                reader_pool, fs, paths_per_reader, duration_s, timeout_s, read_bytes=read_bytes
+                reader_pool, spec, paths_per_reader, duration_s, timeout_s, read_bytes=read_bytes
             )
         except BaseException as error:  # re-raised on the calling thread
             outcome["error"] = error

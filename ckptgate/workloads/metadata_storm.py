@@ -157,14 +157,14 @@ def _payloads(files: Sequence[StormFile], run_id: int, write_bytes: int) -> list
 def create_task(
     ctx: RankContext,
     *,
-    fs: BackendSpec,
+    spec: BackendSpec,
     files: list[StormFile],
     run_id: int,
     write_bytes: int = WRITE_BYTES,
     fsync: bool = True,
 ) -> RankResult:
     """Rank task: create, write, fsync and close each of ``files`` from the common start."""
-    backend = fs.open()
+    backend = spec.open()
     payloads = _payloads(files, run_id, write_bytes)
     paths = [f.path for f in files]
     ops = create_ops(write_bytes, fsync)
@@ -221,7 +221,7 @@ def create_task(
 def commit_task(
     ctx: RankContext,
     *,
-    fs: BackendSpec,
+    spec: BackendSpec,
     directory: str,
     manifest: bytes,
     metadata_bytes: int = 0,
@@ -230,7 +230,7 @@ def commit_task(
 ) -> RankResult:
     """Rank task: write ``.metadata.tmp`` (the manifest, padded to ``metadata_bytes`` when that
     is larger), fsync, close, rename to ``.metadata``, sync the directory."""
-    backend = fs.open()
+    backend = spec.open()
     tmp_path, final_path = metadata_paths(directory)
     padding = max(metadata_bytes - len(manifest), 0)
     stamper = (
@@ -280,9 +280,9 @@ def commit_task(
     )
 
 
-def list_task(ctx: RankContext, *, fs: BackendSpec, directory: str) -> RankResult:
+def list_task(ctx: RankContext, *, spec: BackendSpec, directory: str) -> RankResult:
     """Rank task: list ``directory`` once, as a restore's coordinator does; returns the names."""
-    backend = fs.open()
+    backend = spec.open()
     phases = PhaseMarks.start(ctx)
     ctx.progress(phase="list", path=directory)
     t0 = time.perf_counter()
@@ -339,13 +339,13 @@ def _timed_each(
     return record, results
 
 
-def stat_task(ctx: RankContext, *, fs: BackendSpec, paths: list[str]) -> RankResult:
+def stat_task(ctx: RankContext, *, spec: BackendSpec, paths: list[str]) -> RankResult:
     """Rank task: stat each of ``paths`` from the common start; returns their sizes."""
-    record, sizes = _timed_each(ctx, "stat", paths, fs.open().size)
+    record, sizes = _timed_each(ctx, "stat", paths, spec.open().size)
     return dataclasses.replace(record, returned={"sizes": np.asarray(sizes, dtype=np.int64)})
 
 
-def unlink_task(ctx: RankContext, *, fs: BackendSpec, paths: list[str]) -> RankResult:
+def unlink_task(ctx: RankContext, *, spec: BackendSpec, paths: list[str]) -> RankResult:
     """Rank task: remove ``paths`` from the common start (the retention delete storm).
 
     Where the backend has a bulk delete (an object store: S3 DeleteObjects through s3fs's
@@ -353,7 +353,7 @@ def unlink_task(ctx: RankContext, *, fs: BackendSpec, paths: list[str]) -> RankR
     deleting a retired step does, and each request is timed (``delete_batch``); elsewhere one
     unlink per file (``unlink``).
     """
-    backend = fs.open()
+    backend = spec.open()
     keys = backend.batch_delete_keys
     if not keys:
         return _timed_each(ctx, "unlink", paths, backend.unlink)[0]
@@ -489,7 +489,7 @@ def read_manifest(data: bytes) -> dict[str, Any]:
 
 def run_metadata_storm(
     pool: RankPool,
-    fs: BackendSpec,
+    spec: BackendSpec,
     directory: str,
     files: Sequence[StormFile],
     timeout_s: float,
@@ -512,7 +512,7 @@ def run_metadata_storm(
     chunks = split(list(files), pool.ranks)
     labels = [f"local rank {i} ({len(c)} files from {c[0].path})" for i, c in enumerate(chunks)]
     kwargs = [{"files": c} for c in chunks]
-    shared = {"fs": fs, "run_id": run_id, "write_bytes": write_bytes, "fsync": fsync}
+    shared = {"spec": spec, "run_id": run_id, "write_bytes": write_bytes, "fsync": fsync}
     expect = Expected("create storm", rank_files=tuple(len(c) for c in chunks))
     results = run_ranks(pool, create_task, kwargs, timeout_s, labels, shared=shared, expect=expect)
     used = results[0].extra["io"]
@@ -521,7 +521,7 @@ def run_metadata_storm(
     if commit:
         committed = run_commit(
             pool,
-            fs,
+            spec,
             directory,
             files,
             timeout_s,
@@ -537,7 +537,7 @@ def run_metadata_storm(
 
 def run_commit(
     pool: RankPool,
-    fs: BackendSpec,
+    spec: BackendSpec,
     directory: str,
     files: Sequence[StormFile],
     timeout_s: float,
@@ -552,7 +552,7 @@ def run_commit(
     profile), fsynced, closed, renamed to ``.metadata``, directory synced (one rank)."""
     manifest = manifest_bytes(files, write_bytes)
     task = {
-        "fs": fs,
+        "spec": spec,
         "directory": directory,
         "manifest": manifest,
         "metadata_bytes": metadata_bytes,
@@ -588,7 +588,7 @@ class RestoreListing:
 
 def run_restore_listing(
     pool: RankPool,
-    fs: BackendSpec,
+    spec: BackendSpec,
     directory: str,
     timeout_s: float,
     *,
@@ -601,7 +601,7 @@ def run_restore_listing(
     listed = run_ranks(
         pool,
         list_task,
-        [{"fs": fs, "directory": directory}],
+        [{"spec": spec, "directory": directory}],
         timeout_s,
         [f"local rank 0 (listing {directory})"],
     )
@@ -612,7 +612,7 @@ def run_restore_listing(
     index, count = part
     shares = split(list(names), count)
     paths = [_join(directory, name) for name in (shares[index] if index < len(shares) else [])]
-    stat_phase, chunks, results = _per_file_phase(pool, stat_task, "stat", fs, paths, timeout_s)
+    stat_phase, chunks, results = _per_file_phase(pool, stat_task, "stat", spec, paths, timeout_s)
     sizes: dict[str, int] = {}
     for chunk, result in zip(chunks, results, strict=True):
         sizes.update(
@@ -624,7 +624,7 @@ def run_restore_listing(
 
 def run_delete_storm(
     pool: RankPool,
-    fs: BackendSpec,
+    spec: BackendSpec,
     paths: Sequence[str],
     timeout_s: float,
 ) -> Phase:
@@ -634,14 +634,14 @@ def run_delete_storm(
     """
     if not paths:
         raise ValueError("a delete storm needs at least one file")
-    return _per_file_phase(pool, unlink_task, "unlink", fs, paths, timeout_s)[0]
+    return _per_file_phase(pool, unlink_task, "unlink", spec, paths, timeout_s)[0]
 
 
 def _per_file_phase(
     pool: RankPool,
     task: Callable[..., RankResult],
     op: str,
-    fs: BackendSpec,
+    spec: BackendSpec,
     paths: Sequence[str],
     timeout_s: float,
 ) -> tuple[Phase, list[list[str]], list[RankResult]]:
@@ -656,7 +656,7 @@ def _per_file_phase(
         "paths",
         lambda c: f"{op} of {len(c)} files",
         timeout_s,
-        shared={"fs": fs},
+        shared={"spec": spec},
         phase=f"{op} storm",
     )
     return _phase(op, len(paths), results), chunks, results
@@ -689,11 +689,11 @@ def _split_run(
 
 
 def verify_task(
-    ctx: RankContext, *, fs: BackendSpec, files: list[StormFile], run_id: int, write_bytes: int
+    ctx: RankContext, *, spec: BackendSpec, files: list[StormFile], run_id: int, write_bytes: int
 ) -> RankResult:
     """Rank task (untimed): read each storm file back and check every byte of its stamped
     block; a corruption raises ``DataMismatch`` naming the file and the offset."""
-    backend = fs.open()
+    backend = spec.open()
     buffer = memoryview(bytearray(write_bytes))
     array = np.frombuffer(buffer, dtype=np.uint8)
     stampers: dict[int, BlockStamper] = {}
@@ -720,7 +720,7 @@ def verify_task(
 
 def verify_storm(
     pool: RankPool,
-    fs: BackendSpec,
+    spec: BackendSpec,
     files: Sequence[StormFile],
     timeout_s: float,
     *,
@@ -738,7 +738,7 @@ def verify_storm(
         "files",
         lambda c: f"verify of {len(c)} files from {c[0].path}",
         timeout_s,
-        shared={"fs": fs, "run_id": run_id, "write_bytes": write_bytes},
+        shared={"spec": spec, "run_id": run_id, "write_bytes": write_bytes},
         phase="verify storm",
     )
     return sum(r.bytes for r in results)

@@ -198,7 +198,7 @@ def prepare_file(
 def read_shard_task(
     ctx: RankContext,
     *,
-    fs: BackendSpec,
+    spec: BackendSpec,
     files: Sequence[ShardFile],
     written_by: int,
     direct: bool = False,
@@ -213,7 +213,7 @@ def read_shard_task(
     Phases repeat per file (open, read, close); the record sums them and ``extra["files"]``
     holds each file's path, bytes and page-cache figures.
     """
-    backend = fs.open()
+    backend = spec.open()
     readers = [RangeReader(backend, shard, direct, ctx) for shard in files]
     reports = [
         {"path": f.path, "bytes": f.bytes, **prepare_file(backend, f.path, drop_cache, ctx)}
@@ -267,12 +267,12 @@ def whole_files(files: Sequence[ShardFile]) -> list[VerifyRange]:
 
 
 def verify_ranges_task(
-    ctx: RankContext, *, fs: BackendSpec, ranges: list[VerifyRange]
+    ctx: RankContext, *, spec: BackendSpec, ranges: list[VerifyRange]
 ) -> RankResult:
     """Rank task (untimed): read ``ranges`` again and verify every byte; reports their
     page-cache residency just before (the share of the bytes the verification checks as the
     timed read left them)."""
-    backend = fs.open()
+    backend = spec.open()
     readers = [RangeReader(backend, r.shard, direct=False, ctx=ctx) for r in ranges]
     resident = _weighted(
         [
@@ -324,7 +324,7 @@ class Verification:
 
 def verify_after_read(
     pool: RankPool,
-    fs: BackendSpec,
+    spec: BackendSpec,
     ranges_read: Sequence[list[VerifyRange]],
     labels: Sequence[str],
     timeout_s: float,
@@ -346,7 +346,7 @@ def verify_after_read(
         kwargs,
         timeout_s,
         [labels[i] for i in busy],
-        shared={"fs": fs},
+        shared={"spec": spec},
         expect=expect,
     )
     fraction = _weighted([(r.bytes, r.extra["resident_fraction"]) for r in results])
@@ -356,7 +356,7 @@ def verify_after_read(
 
 def verify_burst(
     pool: RankPool,
-    fs: BackendSpec,
+    spec: BackendSpec,
     burst: BurstResult,
     after: bool,
     ranges_read: Sequence[list[VerifyRange]],
@@ -368,7 +368,7 @@ def verify_burst(
     """How a read burst's bytes were verified: ``after`` it (``verify_after_read``, for a read
     ``verifies_after`` says so), else already in its loop, whose time the ranks report."""
     if after:
-        return verify_after_read(pool, fs, ranges_read, labels, timeout_s, phase=phase)
+        return verify_after_read(pool, spec, ranges_read, labels, timeout_s, phase=phase)
     verify_s = max(r.extra["verify_s"] for r in burst.ranks)
     return Verification("in the read", burst.total_bytes, verify_s, None)
 
@@ -482,7 +482,7 @@ def readback_assignment(count: int, shift: int) -> list[int]:
 
 def run_readback(
     pool: RankPool,
-    fs_spec: BackendSpec,
+    spec: BackendSpec,
     shards: Sequence[ShardFile],
     timeout_s: float,
     *,
@@ -503,9 +503,9 @@ def run_readback(
     order = readback_assignment(len(groups), shift)
     kwargs = [{"files": groups[j], "written_by": j} for j in order]
     labels = [f"rank {i} reading {lane_label(groups[j])}" for i, j in enumerate(order)]
-    backend = fs_spec.open()
+    backend = spec.open()
     after = verifies_after(backend, direct)
-    shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
+    shared = {"spec": spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
     expect = Expected(
         "readback",
         rank_bytes=tuple(sum(f.bytes for f in groups[j]) for j in order),
@@ -518,7 +518,7 @@ def run_readback(
     read = summarize(burst, backend.memory_backed(shards[0].path))
     verification = verify_burst(
         pool,
-        fs_spec,
+        spec,
         burst,
         after,
         [whole_files(groups[j]) for j in order],

@@ -96,7 +96,7 @@ def plan_reshard(
 def reshard_task(
     ctx: RankContext,
     *,
-    fs: BackendSpec,
+    spec: BackendSpec,
     new_rank: int,
     ranges: Sequence[ReshardRange],
     sources: dict[str, ShardFile],
@@ -111,7 +111,7 @@ def reshard_task(
     and the cache dropped before the barrier, so the timed span holds only open, read, close.
     Phases repeat per file; the records sum them.
     """
-    backend = fs.open()
+    backend = spec.open()
     readers = [RangeReader(backend, sources[r.path], direct, ctx) for r in ranges]
     files = []
     for reader, r in zip(readers, ranges, strict=True):
@@ -180,7 +180,7 @@ class ReshardResult:
 
 def run_reshard(
     pool: RankPool,
-    fs_spec: BackendSpec,
+    spec: BackendSpec,
     shards: Sequence[ShardFile],
     timeout_s: float,
     *,
@@ -201,9 +201,9 @@ def run_reshard(
         for m, ranges in enumerate(plan)
     ]
     labels = [f"new rank {m} of {count} ({len(ranges)} ranges)" for m, ranges in enumerate(plan)]
-    backend = fs_spec.open()
+    backend = spec.open()
     after = verifies_after(backend, direct)  # as the readback: see its module
-    shared = {"fs": fs_spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
+    shared = {"spec": spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
     expect = Expected(
         "reshard",
         rank_bytes=tuple(sum(r.length for r in ranges) for ranges in plan),
@@ -214,7 +214,7 @@ def run_reshard(
     read = summarize(burst, backend.memory_backed(shards[0].path))
     verification = verify_burst(
         pool,
-        fs_spec,
+        spec,
         burst,
         after,
         [[VerifyRange(sources[r.path], r.offset, r.length) for r in ranges] for ranges in plan],

@@ -54,19 +54,19 @@ DISCARD_PATH = os.devnull
 write calls as the target's burst, so a slow client write path is caught as well."""
 
 
-def _sink(fs: BackendSpec, shard: ShardFile, sink: str) -> tuple[Writer[Any], str]:
+def _sink(spec: BackendSpec, shard: ShardFile, sink: str) -> tuple[Writer[Any], str]:
     """The writer and path of a burst: the target's, or the same kind of backend into
     ``DISCARD_PATH`` (a local target's POSIX calls; fsspec's local files for any other)."""
     if sink == "target":
-        return fs.open(), shard.path
-    spec = fs if fs.is_local else BackendSpec("file", backend="fsspec")
-    return spec.open(), DISCARD_PATH
+        return spec.open(), shard.path
+    discard = spec if spec.is_local else BackendSpec("file", backend="fsspec")
+    return discard.open(), DISCARD_PATH
 
 
 def write_shard_task(
     ctx: RankContext,
     *,
-    fs: BackendSpec,
+    spec: BackendSpec,
     files: Sequence[ShardFile],
     fsync: bool = True,
     sink: str = "target",
@@ -88,7 +88,7 @@ def write_shard_task(
     for shard in files:
         if shard.global_rank not in stampers:
             stampers[shard.global_rank] = BlockStamper(shard.stamp, shard.transfer_bytes)
-    sinks = [_sink(fs, shard, sink) for shard in files]
+    sinks = [_sink(spec, shard, sink) for shard in files]
     generate_ns = 0
     latencies: list[LatencyHistogram] = []
     durable = False
@@ -173,7 +173,7 @@ def transfer_times(marks_ns: Sequence[int]) -> tuple[int, LatencyHistogram]:
 
 def run_write_burst(
     pool: RankPool,
-    fs: BackendSpec,
+    spec: BackendSpec,
     shards: Sequence[ShardFile],
     timeout_s: float,
     *,
@@ -188,7 +188,7 @@ def run_write_burst(
     groups = lanes(shards, pool.ranks)
     labels = [lane_label(lane) for lane in groups]
     kwargs = [{"files": lane} for lane in groups]
-    shared = {"fs": fs, "fsync": fsync, "sink": sink}
+    shared = {"spec": spec, "fsync": fsync, "sink": sink}
     expect = Expected(
         phase or ("write burst" if sink == "target" else "generate"),
         rank_bytes=tuple(sum(f.bytes for f in lane) for lane in groups),

@@ -65,8 +65,5 @@ def test_the_suite_passes_on_s3_with_every_object_store_label(s3: S3Server, tmp_
         assert "every read goes to the store: residency not applicable" in items[read]["detail"]
 
     # The run removed exactly what it made: nothing is left under the prefix.
-    filesystem = s3.filesystem()
-    assert (
-        not filesystem.exists(f"{s3.bucket}/{PREFIX}")
-        or filesystem.find(f"{s3.bucket}/{PREFIX}") == []
-    )
+    fs = s3.filesystem()
+    assert not fs.exists(f"{s3.bucket}/{PREFIX}") or fs.find(f"{s3.bucket}/{PREFIX}") == []

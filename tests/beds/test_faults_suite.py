@@ -32,7 +32,7 @@ RANKS = 2
 SHARD_BYTES = 3 * 1024 * 1024 + 4096
 TRANSFER_BYTES = 1024 * 1024
 SAFETY_S = 120.0
-FS = BackendSpec("file")
+LOCAL = BackendSpec("file")
 
 
 class FakeClock:
@@ -77,7 +77,7 @@ def test_eio_on_write_names_rank_file_and_phase(bed: FaultFS, target: Target) ->
     bed.set_faults(Fault("write", "error", path="*__1_0.distcp", errno="EIO"))
     target.register([s.path for s in files])
     with RankPool(RANKS) as pool, pytest.raises(RankFailure) as failure:
-        run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+        run_write_burst(pool, LOCAL, files, timeout_s=SAFETY_S)
     message = str(failure.value)
     assert f"global rank 1 ({files[1].path}): OSError: [Errno 5]" in message
     assert f"(in write of {files[1].path}, at offset 0;" in message  # phase and offset named
@@ -90,7 +90,7 @@ def test_eio_on_fsync_names_the_rank(bed: FaultFS, target: Target) -> None:
     files = shards(Path(target.new_dir("w")))
     bed.set_faults(Fault("fsync", "error", path="*__0_0.distcp", errno="EIO"))
     with RankPool(RANKS) as pool, pytest.raises(RankFailure, match=r"global rank 0 .*Errno 5") as f:
-        run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+        run_write_burst(pool, LOCAL, files, timeout_s=SAFETY_S)
     assert [(hit.op, hit.errno) for hit in bed.log()] == [("fsync", "EIO")]
     assert f"(in fsync of {files[0].path}, at offset {files[0].bytes};" in str(f.value)
 
@@ -105,7 +105,7 @@ def test_enospc_on_write_is_named_and_partial_files_are_removed(
         RankPool(RANKS) as pool,
         pytest.raises(RankFailure, match=r"global rank 0 .*Errno 28") as f,
     ):
-        run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+        run_write_burst(pool, LOCAL, files, timeout_s=SAFETY_S)
     assert f"(in write of {files[0].path}, at offset 0;" in str(f.value)  # error rules fire at once
     target.remove_files([s.path for s in files])
     report = target.cleanup()
@@ -122,7 +122,7 @@ def test_a_hung_fsync_is_named_by_the_stall_timeout_and_abandoned(
     clock = FakeClock()
     pool = RankPool(RANKS, stall_timeout_s=60, clock=clock)
     with concurrent.futures.ThreadPoolExecutor(1) as executor:
-        burst = executor.submit(run_write_burst, pool, FS, files, 3600.0)
+        burst = executor.submit(run_write_burst, pool, LOCAL, files, 3600.0)
         bed.wait_for(op="fsync", action="hang", timeout_s=SAFETY_S)
         # The pool dates progress by when it sees it (it looks every POLL_S): the first step
         # of the clock may be the moment it sees the rank's last report, a later one the stall.
@@ -150,10 +150,10 @@ def test_corruption_on_read_names_the_file_and_offset(bed: FaultFS, target: Targ
     files = shards(Path(target.new_dir("w")))
     offset = 2 * TRANSFER_BYTES + 12345
     with RankPool(RANKS) as pool:
-        run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+        run_write_burst(pool, LOCAL, files, timeout_s=SAFETY_S)
         bed.set_faults(Fault("read", "corrupt", path="*__0_0.distcp", offset=offset))
         with pytest.raises(RankFailure, match=rf"DataMismatch: .*__0_0.distcp.*{offset}"):
-            run_readback(pool, FS, files, SAFETY_S)
+            run_readback(pool, LOCAL, files, SAFETY_S)
 
 
 def test_a_corrupted_write_is_found_when_read_back(tmp_path: Path) -> None:
@@ -164,9 +164,9 @@ def test_a_corrupted_write_is_found_when_read_back(tmp_path: Path) -> None:
         offset = TRANSFER_BYTES + 777
         bed.set_faults(Fault("write", "corrupt", path="*__1_0.distcp", offset=offset, times=1))
         with RankPool(RANKS) as pool:
-            run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
+            run_write_burst(pool, LOCAL, files, timeout_s=SAFETY_S)
             with pytest.raises(RankFailure, match=rf"DataMismatch: .*__1_0.distcp.*{offset}"):
-                run_readback(pool, FS, files, SAFETY_S)
+                run_readback(pool, LOCAL, files, SAFETY_S)
         target.close()
 
 
@@ -177,8 +177,8 @@ def test_readback_on_a_mount_without_page_cache(tmp_path: Path, direct: bool) ->
         target.create_run_dir()
         files = shards(Path(target.new_dir("w")))
         with RankPool(RANKS) as pool:
-            run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
-            read = run_readback(pool, FS, files, SAFETY_S, direct=direct)
+            run_write_burst(pool, LOCAL, files, timeout_s=SAFETY_S)
+            read = run_readback(pool, LOCAL, files, SAFETY_S, direct=direct)
         target.close()
     assert read.resident_fraction is None  # not applicable: nothing can come from a cache
     assert read.cache_free
@@ -194,8 +194,8 @@ def test_a_noop_fsync_is_not_detectable_from_one_client(bed: FaultFS, target: Ta
     files = shards(Path(target.new_dir("w")))
     bed.set_faults(Fault("fsync", "noop"))
     with RankPool(RANKS) as pool:
-        burst = run_write_burst(pool, FS, files, timeout_s=SAFETY_S)
-        run_readback(pool, FS, files, SAFETY_S)
+        burst = run_write_burst(pool, LOCAL, files, timeout_s=SAFETY_S)
+        run_readback(pool, LOCAL, files, SAFETY_S)
     assert all(record.extra["fsynced"] for record in burst.ranks)
     assert {hit.action for hit in bed.log()} == {"noop"}
 

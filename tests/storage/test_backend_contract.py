@@ -340,11 +340,11 @@ class TestFsspecMemory(BackendContract):
     @pytest.fixture
     def root(self, spec: BackendSpec) -> Iterator[str]:
         """A new directory in the process's memory filesystem; removed with all in it."""
-        filesystem = fsspec.filesystem("memory")
+        fs = fsspec.filesystem("memory")
         path = f"/ckptgate-contract-{uuid.uuid4().hex}"
-        filesystem.mkdir(path)
+        fs.mkdir(path)
         yield path
-        filesystem.rm(path, recursive=True)
+        fs.rm(path, recursive=True)
 
     def test_memory_is_memory_backed_without_a_page_cache(
         self, backend: Backend[Any], root: str
@@ -376,9 +376,9 @@ class TestFsspecS3(BackendContract):
         """A new prefix in the test bucket; every key under it removed after the test."""
         path = f"{s3.bucket}/contract-{uuid.uuid4().hex}"
         yield path
-        filesystem = s3.filesystem()
-        if filesystem.exists(path):
-            filesystem.rm(path, recursive=True)
+        fs = s3.filesystem()
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
 
     def test_a_batch_delete_is_one_request_per_batch(
         self, backend: Backend[Any], root: str, monkeypatch: pytest.MonkeyPatch

@@ -232,19 +232,19 @@ def test_on_s3_the_delete_storm_sends_batch_deletes_and_removes_every_key(
     """An object store deletes in bulk (S3 DeleteObjects through s3fs's rm): one timed request
     per rank's batch, not one per key, and every key of the checkpoint is gone after."""
     spec = BackendSpec("s3", s3.storage_options)
-    filesystem = s3.filesystem()
+    fs = s3.filesystem()
     directory = f"{s3.bucket}/storm-{RUN_ID}"
     paths = [f"{directory}/{shard_file_name(rank, 0)}" for rank in range(31)]
     kept = f"{directory}/kept"
     for path in [*paths, kept]:
-        filesystem.pipe_file(path, b"x")
+        fs.pipe_file(path, b"x")
     try:
         phase = run_delete_storm(pool, spec, paths, 60)
         assert phase.ops == 31
         assert set(phase.latencies) == {"delete_batch"}
         assert phase.latencies["delete_batch"].count == RANKS  # one request per rank's batch
-        filesystem.invalidate_cache()
-        assert filesystem.ls(directory, detail=False) == [kept]
+        fs.invalidate_cache()
+        assert fs.ls(directory, detail=False) == [kept]
         # The check names the batch delete in its row, and fails a storm that left keys (a
         # quiet DeleteObjects reports no per-key error: the check looks after it).
         done = delete_storm(_metadata_run(phase, store=object_store("s3")))
@@ -256,7 +256,7 @@ def test_on_s3_the_delete_storm_sends_batch_deletes_and_removes_every_key(
             and f"1 files still there after the delete, e.g. {paths[0]}" in left.detail
         )
     finally:
-        filesystem.rm(directory, recursive=True)
+        fs.rm(directory, recursive=True)
 
 
 def _metadata_run(

@@ -19,7 +19,7 @@ from tests.workloads.corruption import flip_byte
 
 RANKS = 3
 TRANSFER_BYTES = 64 * 1024
-FS = BackendSpec("file")
+LOCAL = BackendSpec("file")
 # uneven sizes, none a whole number of transfers or pages: tails and short reads get exercised
 SIZES = (1_000_003, 2_500_000, 777_777)
 
@@ -38,7 +38,7 @@ def shards(pool: RankPool, directory: Path) -> list[ShardFile]:
         ShardFile(10 + i, str(directory / f"__{10 + i}_0.distcp"), size, 4242, TRANSFER_BYTES)
         for i, size in enumerate(SIZES)
     ]
-    run_write_burst(pool, FS, files, timeout_s=60)
+    run_write_burst(pool, LOCAL, files, timeout_s=60)
     return files
 
 
@@ -59,7 +59,7 @@ def test_the_assignment_is_a_permutation_with_no_rank_reading_its_own(
 def test_each_rank_reads_a_shard_another_rank_wrote(
     pool: RankPool, shards: list[ShardFile]
 ) -> None:
-    result = run_readback(pool, FS, shards, timeout_s=60)
+    result = run_readback(pool, LOCAL, shards, timeout_s=60)
     burst = result.burst
     assert burst.kind == "read"
     assert burst.total_bytes == sum(SIZES)
@@ -80,7 +80,7 @@ def test_each_rank_reads_a_shard_another_rank_wrote(
 
 
 def test_a_direct_read_verifies_in_the_read_loop(pool: RankPool, shards: list[ShardFile]) -> None:
-    result = run_readback(pool, FS, shards, timeout_s=60, direct=True)
+    result = run_readback(pool, LOCAL, shards, timeout_s=60, direct=True)
     assert result.verification is not None and result.verification.when == "in the read"
     for record in result.burst.ranks:
         assert record.extra["verified"] == "in the read"
@@ -90,7 +90,7 @@ def test_a_direct_read_verifies_in_the_read_loop(pool: RankPool, shards: list[Sh
 def test_dropped_pages_are_not_resident_and_tmpfs_says_it_is_memory(
     pool: RankPool, shards: list[ShardFile], directory: Path
 ) -> None:
-    result = run_readback(pool, FS, shards, timeout_s=60)
+    result = run_readback(pool, LOCAL, shards, timeout_s=60)
     assert result.resident_before_drop is not None and result.resident_before_drop > 0.99
     if local_fs_facts(str(directory)).memory_backed:
         assert result.memory_backed
@@ -108,7 +108,7 @@ def test_dropped_pages_are_not_resident_and_tmpfs_says_it_is_memory(
 def test_without_the_drop_a_disk_readback_is_reported_cache_served(
     pool: RankPool, shards: list[ShardFile], directory: Path
 ) -> None:
-    result = run_readback(pool, FS, shards, timeout_s=60, drop_cache=False)
+    result = run_readback(pool, LOCAL, shards, timeout_s=60, drop_cache=False)
     if local_fs_facts(str(directory)).memory_backed:
         assert result.cache_free
     else:
@@ -123,21 +123,21 @@ def test_a_corrupted_byte_fails_the_readback_naming_file_and_offset(
     victim, offset = shards[1], 1_234_567
     flip_byte(victim.path, offset, 0x40)  # the corruption between write and read
     with pytest.raises(RankFailure, match="DataMismatch") as failure:
-        run_readback(pool, FS, shards, timeout_s=60, direct=direct)
+        run_readback(pool, LOCAL, shards, timeout_s=60, direct=direct)
     assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)
 
 
 def test_readback_is_read_only(pool: RankPool, shards: list[ShardFile]) -> None:
     before = {s.path: (os.stat(s.path).st_mtime_ns, digest(s.path)) for s in shards}
-    run_readback(pool, FS, shards, timeout_s=60, direct=True)
-    run_readback(pool, FS, shards, timeout_s=60)
+    run_readback(pool, LOCAL, shards, timeout_s=60, direct=True)
+    run_readback(pool, LOCAL, shards, timeout_s=60)
     assert {s.path: (os.stat(s.path).st_mtime_ns, digest(s.path)) for s in shards} == before
 
 
 def test_direct_readback_uses_o_direct_or_says_why_not(
     pool: RankPool, shards: list[ShardFile]
 ) -> None:
-    result = run_readback(pool, FS, shards, timeout_s=60, direct=True)
+    result = run_readback(pool, LOCAL, shards, timeout_s=60, direct=True)
     assert result.burst.total_bytes == sum(SIZES)
     assert result.direct or result.direct_refused
     assert all(r.extra["direct"] == result.direct for r in result.burst.ranks)
@@ -149,7 +149,7 @@ def test_a_missing_shard_names_the_rank_and_the_file(
     gone = shards[2]
     os.unlink(gone.path)
     with pytest.raises(RankFailure, match=f"global rank {gone.global_rank}") as failure:
-        run_readback(pool, FS, shards, timeout_s=60)
+        run_readback(pool, LOCAL, shards, timeout_s=60)
     assert gone.path in str(failure.value)
 
 
@@ -158,14 +158,14 @@ def split_shards(pool: RankPool, directory: Path) -> list[ShardFile]:
     """Three ranks' shards written as two files each (checkpoint.files_per_rank=2)."""
     plan = dcp_plan([10, 11, 12], list(SIZES), 2, ranks=13, metadata_bytes=0)
     files = shard_files(plan, str(directory), 4242, TRANSFER_BYTES)
-    run_write_burst(pool, FS, files, timeout_s=60)
+    run_write_burst(pool, LOCAL, files, timeout_s=60)
     return files
 
 
 def test_each_rank_reads_all_of_another_ranks_files(
     pool: RankPool, split_shards: list[ShardFile]
 ) -> None:
-    result = run_readback(pool, FS, split_shards, timeout_s=60)
+    result = run_readback(pool, LOCAL, split_shards, timeout_s=60)
     assert result.burst.total_bytes == sum(SIZES)
     for record in result.burst.ranks:
         mine = [s.path for s in split_shards if s.global_rank == record.global_rank]
@@ -185,5 +185,5 @@ def test_a_corrupted_byte_in_a_later_file_names_that_file_and_its_own_offset(
     assert victim.stamp_offset > 0
     flip_byte(victim.path, offset, 0x40)
     with pytest.raises(RankFailure, match="DataMismatch") as failure:
-        run_readback(pool, FS, split_shards, timeout_s=60, direct=direct)
+        run_readback(pool, LOCAL, split_shards, timeout_s=60, direct=direct)
     assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)

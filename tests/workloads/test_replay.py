@@ -15,7 +15,7 @@ from ckptgate.workloads.replay import ReplayError, node_share, scan_checkpoint
 from ckptgate.workloads.write_burst import run_write_burst
 
 MB = 10**6
-FS = BackendSpec("file")
+LOCAL = BackendSpec("file")
 TRANSFER_BYTES = 1 << 20
 
 
@@ -157,8 +157,8 @@ def test_a_replay_reproduces_the_sources_files_and_bytes_on_the_target(
     files = shard_files(plan, str(target), 99, TRANSFER_BYTES)
     metadata = metadata_file(plan, str(target), 99, TRANSFER_BYTES)
     assert metadata is not None
-    burst = run_write_burst(pool, FS, files, 60)
-    run_write_burst(pool, FS, [metadata], 60)
+    burst = run_write_burst(pool, LOCAL, files, 60)
+    run_write_burst(pool, LOCAL, [metadata], 60)
     assert len(lanes(files, pool.ranks)) == min(plan.ranks, pool.ranks)
     on_target = [p for p in target.rglob("*") if p.is_file()]
     assert len(on_target) == plan.file_count == len([p for p in source.rglob("*") if p.is_file()])
@@ -167,5 +167,5 @@ def test_a_replay_reproduces_the_sources_files_and_bytes_on_the_target(
         str(p.relative_to(source)) for p in source.rglob("*") if p.is_file()
     }
     assert burst.total_bytes == plan.shard_bytes
-    read = run_readback(pool, FS, [*files, metadata], 60)  # every byte as written
+    read = run_readback(pool, LOCAL, [*files, metadata], 60)  # every byte as written
     assert read.burst.total_bytes == plan.total_bytes

@@ -16,7 +16,7 @@ from ckptgate.workloads.reshard import ReshardRange, default_new_ranks, plan_res
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 from tests.workloads.corruption import flip_byte
 
-FS = BackendSpec("file")
+LOCAL = BackendSpec("file")
 TRANSFER_BYTES = 64 * 1024
 
 sizes_strategy = st.lists(st.integers(0, 10_000), min_size=1, max_size=12)
@@ -124,7 +124,7 @@ def shards(pool: RankPool, tmp_path: Path) -> list[ShardFile]:
         ShardFile(g, str(tmp_path / f"__{g}_0.distcp"), size, 77, TRANSFER_BYTES)
         for g, size in enumerate(sizes)
     ]
-    run_write_burst(pool, FS, files, timeout_s=60)
+    run_write_burst(pool, LOCAL, files, timeout_s=60)
     return files
 
 
@@ -132,7 +132,7 @@ def shards(pool: RankPool, tmp_path: Path) -> list[ShardFile]:
 def test_fewer_ranks_read_and_verify_every_byte_across_files(
     pool: RankPool, shards: list[ShardFile], direct: bool
 ) -> None:
-    result = run_reshard(pool, FS, shards, timeout_s=60, fraction=0.5, direct=direct)
+    result = run_reshard(pool, LOCAL, shards, timeout_s=60, fraction=0.5, direct=direct)
     assert (result.old_ranks, result.new_ranks) == (4, 2)
     assert result.burst.kind == "reshard"
     assert result.burst.total_bytes == sum(s.bytes for s in shards)
@@ -164,7 +164,7 @@ def test_a_corrupted_byte_in_a_slice_names_file_and_offset(
     victim, offset = shards[2], 812_000  # new rank 2's slice: files 2 and 3
     flip_byte(victim.path, offset, 0xFF)
     with pytest.raises(RankFailure, match="DataMismatch") as failure:
-        run_reshard(pool, FS, shards, timeout_s=60, new_ranks=3)
+        run_reshard(pool, LOCAL, shards, timeout_s=60, new_ranks=3)
     assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)
 
 
@@ -188,5 +188,5 @@ def test_a_corrupted_byte_at_a_slice_edge_names_file_and_offset(
     victim = shards[1]
     flip_byte(victim.path, offset, 0x01)
     with pytest.raises(RankFailure, match="DataMismatch") as failure:
-        run_reshard(pool, FS, shards, timeout_s=60, new_ranks=3, direct=direct)
+        run_reshard(pool, LOCAL, shards, timeout_s=60, new_ranks=3, direct=direct)
     assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)

@@ -93,7 +93,7 @@ def test_the_stamp_pools_are_made_before_the_common_start(pool: RankPool, tmp_pa
     """Making a transfer's random pool took 5 ms at 16 MiB, inside the timed burst: it is
     made before the barrier, so the span holds only open, write, fsync and close."""
     shards = [ShardFile(r, f"{tmp_path}/r{r}", 3 * BLOCK_BYTES, 7, BLOCK_BYTES) for r in (0, 1)]
-    kwargs = [{"fs": LOCAL, "files": [shard]} for shard in shards]
+    kwargs = [{"spec": LOCAL, "files": [shard]} for shard in shards]
     results = pool.run(recording_tasks.write_noting_stamp_pools, kwargs, 60)
     for result in results:
         made = result.extra["pools_made"]
