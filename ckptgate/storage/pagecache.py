@@ -15,7 +15,7 @@ target. This module gives the readback three tools, each on a plain POSIX path:
   can say so. A plain descriptor is advised sequential access, as fio's reads are.
 
 A memory-backed target (tmpfs) cannot drop anything: its page cache is the storage. Whether a
-target is memory-backed comes from ``ckptgate.storage.target.FsFacts.memory_backed``.
+target is memory-backed comes from ``ckptgate.storage.fsfacts.FsFacts.memory_backed``.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ Every operation is timed on its own (``time.perf_counter``), so each phase repor
 over the common span and per-operation latency percentiles (``ckptgate.engine.latency``).
 
 I/O path: every task is one loop written against the backend's operations
-(``ckptgate.storage.backend``), and the target's spec chooses the backend: POSIX on a local
+(``ckptgate.storage.operations``), and the target's spec chooses the backend: POSIX on a local
 target, fsspec elsewhere, or fsspec forced with ``BackendSpec(..., backend="fsspec")``. The
 POSIX backend's calls are thin ``os`` calls, bound to locals in the per-file loop: measured on
 tmpfs with 2 ranks, fsspec's ``open``/``info``/``rm_file`` wrap each call in several Python

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import re
 from pathlib import Path
 
@@ -123,3 +124,20 @@ def test_a_path_outside_the_run_directory_is_refused(tmp_path: Path) -> None:
     target.create_run_dir()
     with pytest.raises(ValueError, match="outside the run directory"):
         target.register([str(tmp_path / "elsewhere.distcp")])
+
+
+def test_a_rank_gets_a_target_without_the_manifest_or_the_lease(tmp_path: Path) -> None:
+    """The copy a rank process receives (``fixtures.startup`` sends the target) carries no
+    manifest descriptor and no lease thread; the session's own target keeps both."""
+    target = Target(str(tmp_path))
+    run_dir = target.create_run_dir()
+    target.start_lease(period_s=3600.0)
+    try:
+        copy = pickle.loads(pickle.dumps(target))
+        assert (copy.run_dir, copy.manifest, copy.lease.keeper) == (run_dir, None, None)
+        assert copy.path("x") == f"{run_dir}/x"  # the copy's methods are the copy's parts'
+        assert target.manifest is not None and target.lease.keeper is not None
+    finally:
+        report = target.cleanup()
+        target.close()
+    assert report.removed_dirs == 1 and list(tmp_path.iterdir()) == []
