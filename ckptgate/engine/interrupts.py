@@ -14,6 +14,12 @@ from collections.abc import Iterator
 from typing import Any
 
 
+def interrupt_words(error: BaseException) -> str:
+    """What interrupted the run, in words: ``SIGTERM`` (``sigterm_unwinds`` raised it) or
+    ``Ctrl-C``."""
+    return "SIGTERM" if str(error) == f"signal {signal.SIGTERM}" else "Ctrl-C"
+
+
 def sigterm_unwinds() -> None:
     """SIGTERM (a batch scheduler's cancel) unwinds like Ctrl-C, so cleanup runs (where this
     is the main thread; elsewhere signals cannot be handled and nothing changes)."""

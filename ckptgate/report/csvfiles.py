@@ -32,7 +32,11 @@ ITEM_COLUMNS: tuple[str, ...] = (
     "better",
     "scope",
     "message",
+    "run_verdict",
+    "profile_as_run",
 )
+"""The last two are the run's, on every row: the verdict's status and the profile as run
+(its label and size), so that a row read alone still says what the run proved."""
 
 RANK_COLUMNS: tuple[str, ...] = (
     "section",
@@ -60,9 +64,17 @@ def ranks_path(path: str | Path) -> Path:
 
 def item_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     """One dict per item (ITEM_COLUMNS), in checklist order."""
+    as_run = data.get("profile_as_run") or {}
+    run = {
+        "run_verdict": (data.get("verdict") or {}).get("status"),
+        "profile_as_run": f"{as_run['label']}: {as_run['size_words']}"
+        if as_run
+        else data.get("profile"),
+    }
     rows = []
     for item in items_of(data):
-        rows.append({name: getattr(item, name, None) for name in ITEM_COLUMNS})
+        rows.append({name: run[name] if name in run else getattr(item, name, None)
+                     for name in ITEM_COLUMNS})  # fmt: skip
     return rows
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from ckptgate.report.items import Item, format_margin, format_value, judge
 from ckptgate.report.text import columns
 from ckptgate.report.verdict import RunScale, Verdict, decide
+from ckptgate.sizing.as_run import ProfileAsRun
 from ckptgate.sizing.checklist import sort_key
 
 __all__ = ["GateReport", "Item", "judge"]
@@ -29,6 +30,12 @@ class GateReport:
     items: list[Item] = field(default_factory=list)
     sections: dict[str, Any] = field(default_factory=dict)
     scale: RunScale | None = None
+    as_run: ProfileAsRun | None = None
+    """The profile as run, which the verdict line names."""
+    interrupted: str | None = None
+    """What stopped the run (``Ctrl-C``, ``SIGTERM``), once it did."""
+    not_measured: dict[str, str] = field(default_factory=dict)
+    """Tests an earlier failure stopped: test name -> "not measured: <cause>"."""
 
     def record(self, item: Item) -> Item:
         """Keep ``item`` (a later item with the same id replaces the earlier) and return it."""
@@ -58,13 +65,14 @@ class GateReport:
 
     def verdict(self) -> Verdict:
         scale = self.scale or RunScale(1, 1, 1, 1, True)
-        return decide(self.items, scale)
+        return decide(self.items, scale, self.as_run, self.interrupted)
 
     def to_json(self) -> dict[str, Any]:
         return {
             **self.meta,
             "verdict": self.verdict().to_json(),
             "items": [i.to_json() for i in self.items],
+            "not_measured": dict(self.not_measured),
             **self.sections,
         }
 
@@ -105,6 +113,7 @@ class GateReport:
         lines.extend(
             f"{item.status}: {item.message}" for item in ordered if item.status in ("FAIL", "ERROR")
         )
+        lines.extend(f"NOT MEASURED: {name}: {words}" for name, words in self.not_measured.items())
         return lines
 
 

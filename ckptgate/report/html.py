@@ -141,6 +141,7 @@ def _facts(data: dict[str, Any]) -> str:
     memory = data.get("memory_backed")
     rows = [
         ("cluster profile", f"{data.get('profile')} ({data.get('profile_source', '')})"),
+        ("profile's size", (data.get("profile_as_run") or {}).get("size_words", "not recorded")),
         ("target", f"{data.get('target')} ({data.get('fs_type')}"
                    f"{', memory-backed: its page cache is the storage' if memory else ''})"),
         ("free on the target", format_value(data.get("free_bytes"), "B")),
@@ -377,5 +378,7 @@ def render_report(data: dict[str, Any], source: str = "") -> str:
 
 
 def write_html(data: dict[str, Any], path: str, source: str = "") -> None:
+    """Render first, then write: a page that fails to render leaves no empty file."""
+    page = render_report(data, source)
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write(render_report(data, source))
+        handle.write(page)

@@ -1,6 +1,16 @@
-"""The report files a run writes at its end: JSON, CSV and HTML, all from one JSON object."""
+"""The report files a run writes at its end: JSON, CSV and HTML, all from one JSON object.
+
+No output can take the verdict with it: each file is written on its own, a writer that fails
+(a full disk, a plotting library's error) is one line naming the option, the path and the
+cause, and a warning raised while writing (which pytest's ``filterwarnings = error`` would turn
+into an exception at the end of the session) is a line too. The other files are still written
+and the run's verdict and exit status stand.
+"""
 
 from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
 
 from ckptgate.report.gate import GateReport
 
@@ -11,19 +21,45 @@ def write_outputs(
     json_path: str | None = None,
     csv_path: str | None = None,
     html_path: str | None = None,
-) -> None:
-    """Write each report file asked for. CSV and HTML render the same plain JSON object that
-    the JSON file holds, so a saved JSON re-rendered with ``ckptgate report`` says the same."""
+) -> list[str]:
+    """Write each report file asked for; return one line per file that failed or warned. CSV
+    and HTML render the same plain JSON object that the JSON file holds, so a saved JSON
+    re-rendered with ``ckptgate report`` says the same."""
+    problems: list[str] = []
     if json_path:
-        report.write_json(json_path)
+        problems += _guarded("--report-json", json_path, lambda: report.write_json(json_path))
     if not (csv_path or html_path):
-        return
+        return problems
     data = report.json_data()
     if csv_path:
         from ckptgate.report.csvfiles import write_csv
 
-        write_csv(data, csv_path)
+        problems += _guarded("--report-csv", csv_path, lambda: write_csv(data, csv_path))
     if html_path:
         from ckptgate.report.html import write_html
 
-        write_html(data, html_path, source=json_path or "")
+        source = json_path or ""
+        problems += _guarded(
+            "--report-html", html_path, lambda: write_html(data, html_path, source=source)
+        )
+    return problems
+
+
+def _guarded(option: str, path: str, write: Callable[[], object]) -> list[str]:
+    """Run one writer: its warnings and its failure become lines, never an exception."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            write()
+        except Exception as error:  # any writer's failure is one line, never a traceback
+            failed = f"ckptgate: {option} {path} not written: {type(error).__name__}: {error}"
+            return [failed + "; the verdict stands", *_warning_lines(option, caught)]
+    return _warning_lines(option, caught)
+
+
+def _warning_lines(option: str, caught: list[warnings.WarningMessage]) -> list[str]:
+    return [
+        f"ckptgate: {option}: warning while writing ({w.category.__name__}: {w.message}); "
+        "the file is written and the verdict stands"
+        for w in caught
+    ]

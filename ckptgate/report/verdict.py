@@ -12,20 +12,27 @@ SPEC.md, "What a verdict means": nothing but these four may be called a result, 
 On an object store a passing verdict says what it does not claim (``RunScale.caveats``): the
 store has no fsync and commits by copy and delete, so no atomic commit was qualified.
 
-A run that measured nothing (no item answered) is not a verdict: ``status`` is ``error``.
+A run that measured nothing (no item answered) is not a verdict: ``status`` is ``error``. A
+run stopped by Ctrl-C or SIGTERM is ``interrupted``, whatever its items said so far: it never
+reads as a rehearsal that ended.
+
+Every verdict line names the profile as run (``ckptgate.sizing.as_run``): its name, whether
+``--set`` modified it and how, Ψ, the checkpoint's bytes, the GPUs and the nodes, so that a
+green line never hides that the toy profile or a shrunk one is what qualified.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from ckptgate.report.items import Item
+from ckptgate.sizing.as_run import ProfileAsRun
 from ckptgate.sizing.checklist import BY_ID, required_ids
 from ckptgate.sizing.units import format_count
 
-Status = Literal["qualified", "partial", "trial", "failed", "error"]
+Status = Literal["qualified", "partial", "trial", "failed", "interrupted", "error"]
 
 
 @dataclass(frozen=True)
@@ -64,19 +71,49 @@ class Verdict:
     not_run: tuple[str, ...] = ()
     """Optional items that were not answered (PyTorch DCP without torch)."""
     scale: dict[str, Any] = field(default_factory=dict)
+    profile: dict[str, Any] | None = None
+    """The profile as run (``ProfileAsRun.to_json``)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def decide(items: Sequence[Item], scale: RunScale) -> Verdict:
-    """The verdict of a run from its items and its scale (see the module docstring)."""
+def decide(
+    items: Sequence[Item],
+    scale: RunScale,
+    as_run: ProfileAsRun | None = None,
+    interrupted: str | None = None,
+) -> Verdict:
+    """The verdict of a run from its items and its scale (see the module docstring);
+    ``interrupted`` says what stopped the run (``Ctrl-C``, ``SIGTERM``), if anything did."""
+    verdict = _decide(items, scale, interrupted)
+    if as_run is None:
+        return verdict
+    named = verdict.line.replace(
+        f"VERDICT {verdict.status}:", f"VERDICT {verdict.status} for {as_run.words()}:", 1
+    )
+    return replace(verdict, line=named, profile=as_run.to_json())
+
+
+def _decide(items: Sequence[Item], scale: RunScale, interrupted: str | None) -> Verdict:
     answered = {item.id for item in items}
     bad = [item for item in items if item.status in ("FAIL", "ERROR")]
     missing = tuple(BY_ID[i].title for i in required_ids() if i not in answered)
     not_run = tuple(e.title for e in BY_ID.values() if e.optional and e.id not in answered)
     scale_json = {**asdict(scale), "words": scale.words()}
     known = [item for item in items if item.id in BY_ID]
+    if interrupted:
+        names = ", ".join(f"{item.title} ({item.status})" for item in bad)
+        return Verdict(
+            "interrupted",
+            f"VERDICT interrupted: {interrupted} stopped the run after {len(known)} checklist "
+            f"item(s); nothing qualified{f'; failed before: {names}' if names else ''}; at "
+            f"{scale.words()}",
+            failed=tuple(item.title for item in bad),
+            missing=missing,
+            not_run=not_run,
+            scale=scale_json,
+        )
     if not known and not bad:
         return Verdict(
             "error",

@@ -154,6 +154,7 @@ def test_the_suite_across_two_clients_reads_back_the_other_clients_files(
             "run.rounds=1",
             "--set",
             "run.metadata_files=256",
+            "--accept=trial",  # capped shards, a smaller storm
             "ckptgate/acceptance",
             "-m",
             "not dcp",

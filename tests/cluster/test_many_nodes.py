@@ -70,6 +70,7 @@ def test_two_nodes_report_every_rank_and_read_each_others_files(tmp_path: Path) 
         "run.shard_bytes_cap=4 MB",
         "--set",
         "run.rounds=2",
+        "--accept=trial",  # capped shards
         "ckptgate/acceptance",
         "-m",
         "not dcp",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from ckptgate.report.items import Item
 from ckptgate.report.verdict import RunScale, decide
+from ckptgate.sizing import derive, load_profile
+from ckptgate.sizing.as_run import profile_as_run
 from ckptgate.sizing.checklist import CHECKLIST, required_ids
 
 FULL = RunScale(nodes=2048, cluster_nodes=2048, ranks=16384, cluster_ranks=16384,
@@ -86,3 +88,29 @@ def test_on_an_object_store_a_passing_verdict_says_atomic_commit_was_not_qualifi
         assert verdict.status == status
         assert verdict.line.endswith(f"; {caveat}"), verdict.line
     assert "atomic commit" not in decide(_items(), FULL).line
+
+
+def test_every_verdict_line_names_the_profile_as_run_and_its_size() -> None:
+    """Before: a bare "VERDICT qualified" whatever the profile (the toy one, a shrunk one)."""
+    run = load_profile("7b", ["cluster.gpus=4", "cluster.gpus_per_node=4",
+                              "cluster.parallelism.dp=4", "model.parameters=16e6"])  # fmt: skip
+    as_run = profile_as_run(load_profile("7b"), run, derive(run))
+    failing = _items()
+    failing[0].passed = False
+    for items in (_items(), failing):
+        verdict = decide(items, FULL, as_run)
+        assert verdict.line.startswith(
+            f"VERDICT {verdict.status} for 7b modified (cluster.gpus 64 -> 4; "
+        ), verdict.line
+        assert "Ψ 16.0 M parameters, checkpoint 224 MB, 4 GPUs on 1 node: " in verdict.line
+        assert verdict.to_json()["profile"]["modified"] is True
+
+
+def test_an_interrupted_run_is_interrupted_not_a_trial() -> None:
+    """Before: Ctrl-C after some items read ``trial`` (the items not run)."""
+    ids = tuple(i for i in required_ids() if i != "metadata-create-rate")
+    verdict = decide(_items(ids=ids), FULL, interrupted="SIGTERM")
+    assert verdict.status == "interrupted"
+    assert verdict.line.startswith("VERDICT interrupted: SIGTERM stopped the run after ")
+    assert "nothing qualified" in verdict.line
+    assert decide([], FULL, interrupted="Ctrl-C").status == "interrupted"
