@@ -383,9 +383,9 @@ def _apply(manifest: Manifest, record: dict[str, Any], path: str, number: int) -
         )
         manifest.removed.discard(record["path"])
     elif kind == "size":
-        listed = manifest.files.get(record["path"])
-        if listed is not None:
-            listed.bytes = int(record["bytes"])
+        sized = manifest.files.get(record["path"])
+        if sized is not None:
+            sized.bytes = int(record["bytes"])
     elif kind == "removed":
         for gone in record["paths"]:
             if manifest.files.pop(gone, None) is not None:

@@ -404,7 +404,7 @@ class TestFsspecS3(BackendContract):
 
 def test_a_spec_refuses_an_unknown_or_impossible_backend() -> None:
     with pytest.raises(ValueError, match="expected auto, posix or fsspec"):
-        BackendSpec("file", backend="nfs")  # type: ignore[arg-type]
+        BackendSpec("file", backend="nfs")
     with pytest.raises(ValueError, match="needs a local target"):
         BackendSpec("memory", backend="posix")
 
