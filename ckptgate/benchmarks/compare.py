@@ -643,29 +643,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         peer = settings.peer_for(args.kind)
     except ValueError as error:
         parser.error(str(error))
+    sigterm_unwinds()  # from the first instant: a cancel at any point removes what was made
+    target: Target | None = None
     try:
-        version = _peer_version(settings, peer)
-        target = Target(args.target)
-        if not target.is_local:
-            raise TargetError(f"--target {args.target}: {peer} needs a local (POSIX) directory")
-        target.create_run_dir()
-    except (PeerError, TargetError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    sigterm_unwinds()  # a cancelled benchmark removes its run directory too
-    try:
-        outcome = COMPARISONS[args.kind](target, settings)
-    except PeerError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        try:
+            version = _peer_version(settings, peer)
+            target = Target(args.target)
+            if not target.is_local:
+                raise TargetError(f"--target {args.target}: {peer} needs a local (POSIX) directory")
+            target.create_run_dir()
+        except (PeerError, TargetError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        try:
+            outcome = COMPARISONS[args.kind](target, settings)
+        except PeerError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
     except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM (above)
         print(f"interrupted ({error or 'Ctrl-C'}): the run directory is removed", file=sys.stderr)
         return 130
     finally:
-        with signals_deferred():
-            report = target.cleanup()
-        if report.left:
-            print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
+        if target is not None and target.run_dir is not None:
+            with signals_deferred():
+                report = target.cleanup()
+            if report.left:
+                print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
     comparisons = outcome if isinstance(outcome, list) else [outcome]
     for comparison in comparisons:
         comparison.settings["fs_type"] = target.facts.fs_type

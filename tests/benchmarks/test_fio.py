@@ -307,3 +307,36 @@ def test_a_benchmark_cancelled_by_sigterm_removes_its_run_directory(tmp_path):
     assert bench.returncode == 130, err
     assert "interrupted (signal 15): the run directory is removed" in err
     assert list(tmp_path.glob("ckptgate-*")) == []
+
+
+_SIGTERM_AFTER_RUN_DIR = """
+import os, signal, sys
+from ckptgate.benchmarks import compare
+class CancelledTarget(compare.Target):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        made = self.create_run_dir
+        def create_then_cancelled():
+            made()
+            os.kill(os.getpid(), signal.SIGTERM)  # the scheduler's cancel, the dir just made
+        self.create_run_dir = create_then_cancelled
+compare.Target = CancelledTarget
+sys.exit(compare.main(sys.argv[1:]))
+"""
+
+
+@needs_fio_shm
+def test_a_sigterm_the_instant_the_run_directory_exists_still_removes_it(tmp_path):
+    """No window between making the run directory and SIGTERM unwinding: the signal is sent
+    from inside the process right after ``create_run_dir``, so the test is exact."""
+    args = ["write", "--target", str(tmp_path), "--ranks", "1", "--bytes-per-rank", "1MiB"]
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGTERM_AFTER_RUN_DIR, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 130, done.stderr
+    assert "interrupted (signal 15): the run directory is removed" in done.stderr
+    assert list(tmp_path.glob("ckptgate-*")) == []
