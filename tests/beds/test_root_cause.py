@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,42 @@ def test_each_root_cause_is_one_failure_and_what_it_stopped_is_not_measured(
         "test_write_burst_rounds",
     ]
     assert left == [], left
+
+
+def test_sigterm_during_a_hung_fsync_ends_interrupted_and_lists_what_it_could_not_remove(
+    tmp_path: Path,
+) -> None:
+    """A batch scheduler cancels a run whose fsync hangs: the run says it was interrupted
+    (before: ``trial`` from the items it had not reached), exits 12, and leaves nothing on the
+    target but what the hung mount kept, each named. The hang is waited for through the bed's
+    log, not a sleep."""
+    with faultfs(tmp_path) as bed:
+        bed.set_faults(Fault("fsync", "hang", path="*/write/step-1/__1_0.distcp", max_s=300))
+        argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--profile=tmpfs"]
+        argv += [f"--target={bed.mount}", "--ranks=2", "--set", "run.shard_bytes_cap=4 MB"]
+        argv += ["ckptgate/acceptance/test_write_burst.py"]
+        output = tmp_path / "pytest.out"
+        with open(output, "w") as out:  # a file: an abandoned rank may hold a pipe open
+            session = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            try:
+                bed.wait_for(op="fsync", action="hang", timeout_s=SAFETY_S)
+                session.send_signal(signal.SIGTERM)
+                status = session.wait(timeout=SAFETY_S)
+            finally:
+                if session.poll() is None:
+                    session.kill()
+                    session.wait()
+        bed.release()
+        left = [str(p.relative_to(bed.mount)) for p in bed.mount.rglob("*") if p.is_file()]
+    text = output.read_text()
+    assert status == 12, text[-4000:]
+    assert "VERDICT interrupted for tmpfs: " in text, text[-4000:]
+    assert (
+        ": SIGTERM during ckptgate/acceptance/test_write_burst.py::test_write_burst_rounds "
+        "stopped the run after 0 checklist item(s)"
+    ) in text, text[-4000:]
+    assert "could not remove (the target hung" in text, text[-3000:]
+    for name in left:  # only what the hung mount kept, and the run says which; beside it the
+        # run's manifest and lease, which stay while a file they list stays (ckptgate clean)
+        kept_meta = name.rsplit("/", 1)[-1].startswith(".ckptgate-")
+        assert (kept_meta and name.split("/")[0] in text) or name in text, (name, text[-3000:])
