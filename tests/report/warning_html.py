@@ -21,4 +21,4 @@ def pytest_configure(config: pytest.Config) -> None:
         warnings.warn(WORDS, UserWarning, stacklevel=2)
         return original(data, source)
 
-    html.render_report = warning_render  # type: ignore[assignment]
+    html.render_report = warning_render
