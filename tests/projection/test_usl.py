@@ -1,0 +1,113 @@
+"""The USL fit on synthetic curves whose λ, σ, κ are known."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from ckptgate.projection.usl import (
+    LINEAR_EFFICIENCY,
+    assess,
+    bootstrap_usl,
+    fit_usl,
+    saturation_clients,
+    usl,
+)
+
+pytest.importorskip("scipy")
+
+COUNTS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def curve(lam: float, sigma: float, kappa: float, counts=COUNTS, wobble: float = 0.0):
+    """Three repeats per count, a deterministic ±wobble around the true curve."""
+    return {
+        n: [float(usl(n, lam, sigma, kappa)) * (1 + f * wobble) for f in (-1.0, 0.0, 1.0)]
+        for n in counts
+    }
+
+
+def test_saturation_point_is_where_the_curve_peaks():
+    sigma, kappa = 0.05, 0.002
+    n_star = saturation_clients(sigma, kappa)
+    assert math.isclose(n_star, math.sqrt(0.95 / 0.002))
+    peak = usl(n_star, 1.0, sigma, kappa)
+    assert peak > usl(n_star * 0.9, 1.0, sigma, kappa)
+    assert peak > usl(n_star * 1.1, 1.0, sigma, kappa)
+    assert saturation_clients(0.1, 0.0) == math.inf
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lam=st.floats(1e6, 1e10),
+    sigma=st.floats(0.02, 0.3),
+    kappa=st.floats(1e-4, 5e-3),
+)
+@example(lam=2e9, sigma=0.05, kappa=1e-3)  # a parallel filesystem's knee near 30 clients
+def test_fit_recovers_lambda_sigma_kappa_of_a_bent_curve(lam, sigma, kappa):
+    fit = fit_usl(curve(lam, sigma, kappa))
+    assert math.isclose(fit.params.lam, lam, rel_tol=1e-3)
+    assert math.isclose(fit.params.sigma, sigma, rel_tol=1e-2, abs_tol=1e-4)
+    assert math.isclose(fit.params.kappa, kappa, rel_tol=1e-2, abs_tol=1e-6)
+    assert fit.r_squared > 0.9999
+
+
+@settings(max_examples=5, deadline=None)
+@given(sigma=st.floats(0.05, 0.2), kappa=st.floats(5e-4, 3e-3))
+def test_interval_from_the_small_counts_brackets_the_large_count(sigma, kappa):
+    # Fit on 1..16 clients with 2 % repeat noise; the truth at 32 lies inside the band.
+    points = curve(1e9, sigma, kappa, counts=(1, 2, 4, 8, 16), wobble=0.02)
+    boot = bootstrap_usl(points, resamples=200)
+    band = boot.throughput(32)
+    truth = usl(32, 1e9, sigma, kappa)
+    assert band.lower <= truth <= band.upper
+    assert band.lower < band.estimate < band.upper
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    lam=st.floats(1e6, 1e10),
+    counts=st.sampled_from([(1, 2, 4), (1, 2, 4, 8), (1, 2, 4, 8, 16), (2, 4, 8, 16)]),
+    wobble=st.floats(0.0, 0.02),
+)
+def test_a_curve_still_linear_is_refused_beyond_its_range(lam, counts, wobble):
+    points = curve(lam, 0.0, 0.0, counts=counts, wobble=wobble)
+    verdict = assess(points)
+    assert not verdict.projects
+    assert verdict.reason.startswith(f"still linear at {counts[-1]} clients")
+    assert verdict.fit is not None and verdict.fit.efficiency_at_largest >= LINEAR_EFFICIENCY
+
+
+@pytest.mark.parametrize("counts", [(), (1,), (1, 2)], ids=lambda c: f"counts={len(c)}")
+def test_fewer_than_three_counts_are_too_few(counts):
+    verdict = assess(curve(1e9, 0.1, 1e-3, counts=counts))
+    assert not verdict.projects
+    assert verdict.reason.startswith("too few points")
+
+
+def test_points_that_scatter_are_a_poor_fit():
+    points = {1: [5.0e9], 2: [1.0e9], 4: [6.0e9], 8: [1.2e9], 16: [5.5e9]}
+    verdict = assess(points)
+    assert not verdict.projects
+    assert verdict.reason.startswith("a poor fit")
+
+
+def test_a_saturated_curve_projects_with_a_bounded_band():
+    verdict = assess(curve(1e9, 0.1, 2e-3, wobble=0.01))
+    assert verdict.projects, verdict.reason
+    assert verdict.bootstrap is not None
+    assert verdict.bootstrap.method == "repeats"
+    band = verdict.bootstrap.throughput(256)
+    assert 0 < band.lower <= band.estimate <= band.upper < math.inf
+
+
+def test_single_repeats_bootstrap_the_residuals():
+    points = {n: [float(usl(n, 1e9, 0.1, 2e-3)) * (1 + 0.01 * (-1) ** n)] for n in COUNTS}
+    boot = bootstrap_usl(points, resamples=50)
+    assert boot.method == "residuals"
+    sigma = boot.sigma()
+    assert sigma.lower < sigma.estimate < sigma.upper
+    assert math.isclose(sigma.estimate, 0.1, rel_tol=0.05)
