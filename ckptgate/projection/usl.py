@@ -30,7 +30,7 @@ from __future__ import annotations
 import importlib.util
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,7 +51,7 @@ and it projects nothing beyond k."""
 CONFIDENCE = 0.95
 """The bootstrap intervals' coverage (two-sided percentile interval)."""
 
-BOOTSTRAP_RESAMPLES = 400
+BOOTSTRAP_RESAMPLES = 300
 """Resamples per bootstrap; the percentile interval's ends move by well under a percent past a
 few hundred for smooth fits (Efron and Tibshirani 1993, ch. 19)."""
 
@@ -175,9 +175,10 @@ class Assessment:
 
     projects: bool
     reason: str = ""
+    kind: str = ""
+    """Why not, as a word: ``too-few``, ``poor-fit`` or ``linear`` ("" when it projects)."""
     fit: UslFit | None = None
     bootstrap: Bootstrap | None = None
-    notes: tuple[str, ...] = field(default=())
 
 
 def _means(points: Mapping[int, Sequence[float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -208,9 +209,19 @@ def fit_usl(points: Mapping[int, Sequence[float]], start: UslParams | None = Non
     clients, means = _means(points)
     scale = means[0] / clients[0]
 
+    observed = means / scale
+
     def residuals(theta: np.ndarray) -> np.ndarray:
-        model = usl(clients, theta[0], theta[1], theta[2])
-        return (model - means / scale) / (means / scale)
+        return (usl(clients, theta[0], theta[1], theta[2]) - observed) / observed
+
+    def jacobian(theta: np.ndarray) -> np.ndarray:
+        # d/dλ = n / D, d/dσ = -λ n (n - 1) / D², d/dκ = -λ n² (n - 1) / D², over the observed
+        lam, sigma, kappa = theta
+        n = clients
+        denominator = 1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0)
+        slope = -lam * n * (n - 1.0) / denominator**2
+        columns = [n / denominator, slope, slope * n]
+        return np.stack(columns, axis=1) / observed[:, None]
 
     starts = [(1.0, s, k) for s, k in STARTS]
     if start is not None:
@@ -219,13 +230,15 @@ def fit_usl(points: Mapping[int, Sequence[float]], start: UslParams | None = Non
     for lam0, sigma0, kappa0 in starts:
         result = least_squares(
             residuals,
+            jac=jacobian,
             x0=np.clip(np.array([lam0, sigma0, kappa0]), [1e-12, 0.0, 0.0], [np.inf, 1.0, np.inf]),
             bounds=([1e-12, 0.0, 0.0], [np.inf, 1.0, np.inf]),
             method="trf",
             x_scale="jac",
-            xtol=1e-12,
-            ftol=1e-12,
-            gtol=1e-12,
+            xtol=1e-10,
+            ftol=1e-10,
+            gtol=1e-10,
+            max_nfev=200,
         )
         if best is None or result.cost < best.cost:
             best = result
@@ -286,6 +299,7 @@ def assess(points: Mapping[int, Sequence[float]], seed: int = 0) -> Assessment:
             f"too few points: {len(counts)} client count(s) measured "
             f"({', '.join(map(str, counts)) or 'none'}), a fit needs at least "
             f"{MIN_CLIENT_COUNTS}",
+            kind="too-few",
         )
     fit = fit_usl(points)
     if fit.r_squared < MIN_R_SQUARED:
@@ -293,6 +307,7 @@ def assess(points: Mapping[int, Sequence[float]], seed: int = 0) -> Assessment:
             False,
             f"a poor fit: R² {fit.r_squared:.3f} < {MIN_R_SQUARED} (the points scatter more "
             "than they scale)",
+            kind="poor-fit",
             fit=fit,
         )
     if fit.efficiency_at_largest >= LINEAR_EFFICIENCY:
@@ -301,6 +316,7 @@ def assess(points: Mapping[int, Sequence[float]], seed: int = 0) -> Assessment:
             f"still linear at {fit.largest_clients} clients (fitted efficiency "
             f"{fit.efficiency_at_largest:.2f} >= {LINEAR_EFFICIENCY}): the ceiling is above "
             "the largest measured point and unknown",
+            kind="linear",
             fit=fit,
         )
     return Assessment(True, fit=fit, bootstrap=bootstrap_usl(points, seed=seed))

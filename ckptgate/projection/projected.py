@@ -1,0 +1,255 @@
+"""The projected verdict: what a sweep on k of the profile's N nodes says about N, in words of
+its own that are never ``qualified``.
+
+SPEC.md, "What a verdict means": for each requirement that grows with the cluster (the
+aggregate persist bandwidth, the create rate, the restart read), the requirement at N against
+the fitted curve's projection at N (``ckptgate.projection.usl``):
+
+- ``met``: the sweep's worst repeat at k nodes already meets the requirement at N: an
+  aggregate requirement met at k nodes is met outright;
+- ``projected-pass``: the projection's lower bound at N meets it;
+- ``projected-fail``: its upper bound at N falls short;
+- ``undetermined``: too few node counts, a poor fit, a curve still linear at k (its ceiling
+  above the largest point and unknown), or a band that straddles the requirement; the reason
+  says which.
+
+The per-node stall (the slowest rank of a save at full scale) and the metadata storm at the
+full rank count need every node: a projection never speaks for them (``NEEDS_EVERY_NODE``).
+The run's own verdict (``ckptgate.report.verdict``) is untouched: a projection is its own line,
+and never changes the exit status.
+
+Pure: no I/O; scipy only through ``usl``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ckptgate.projection import usl
+from ckptgate.sizing import Requirement, format_count
+from ckptgate.sizing.requirements import format_value
+
+Word = Literal["met", "projected-pass", "projected-fail", "undetermined"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One swept measurement and the requirement at the full cluster it answers."""
+
+    id: str
+    title: str
+    unit: str
+
+
+METRICS = (
+    Metric("write", "persist bandwidth (write burst)", "B/s"),
+    Metric("read", "restart read", "B/s"),
+    Metric("create", "create rate (create storm)", "1/s"),
+)
+BY_METRIC = {m.id: m for m in METRICS}
+
+NEEDS_EVERY_NODE = (
+    "the per-node stall (the slowest rank of a full-scale save) and the metadata storm at the "
+    "full rank count need every node: no projection speaks for them"
+)
+
+
+@dataclass(frozen=True)
+class ItemProjection:
+    """One requirement at N against the sweep."""
+
+    metric: str
+    title: str
+    unit: str
+    requirement: str
+    """The requirement's name in the sizing (``async_persist_planned_bytes_per_s``, ...)."""
+    required: float
+    formula: str
+    word: Word
+    reason: str
+    measured_nodes: int
+    """k: the largest node count the sweep measured."""
+    measured_worst: float
+    """The worst repeat at k nodes."""
+    cluster_nodes: int
+    estimate: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    fit: dict[str, Any] | None = None
+
+    def sentence(self) -> str:
+        return f"{self.title}: {self.word}: {self.reason}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "title": self.title,
+            "unit": self.unit,
+            "requirement": self.requirement,
+            "required": self.required,
+            "formula": self.formula,
+            "word": self.word,
+            "reason": self.reason,
+            "measured_nodes": self.measured_nodes,
+            "measured_worst": self.measured_worst,
+            "cluster_nodes": self.cluster_nodes,
+            "estimate": self.estimate,
+            "lower": self.lower,
+            "upper": self.upper,
+            "fit": self.fit,
+        }
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Every projected item and the projection's one word and line."""
+
+    word: Word
+    line: str
+    items: tuple[ItemProjection, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "word": self.word,
+            "line": self.line,
+            "items": [i.to_json() for i in self.items],
+            "notes": list(self.notes),
+        }
+
+
+def _fit_json(assessment: usl.Assessment) -> dict[str, Any] | None:
+    fit = assessment.fit
+    if fit is None:
+        return None
+    out: dict[str, Any] = {
+        "model": "USL: X(n) = λn / (1 + σ(n-1) + κn(n-1)) (Gunther 2007)",
+        "lambda": fit.params.lam,
+        "sigma": fit.params.sigma,
+        "kappa": fit.params.kappa,
+        "saturation_nodes": fit.params.saturation_clients,
+        "r_squared": fit.r_squared,
+        "residuals": list(fit.residuals),
+        "nodes": list(fit.clients),
+        "means": list(fit.means),
+    }
+    boot = assessment.bootstrap
+    if boot is not None:
+        out["confidence"] = usl.CONFIDENCE
+        out["bootstrap"] = boot.method
+        out["intervals"] = {
+            "lambda": boot.lam().to_json(),
+            "sigma": boot.sigma().to_json(),
+            "kappa": boot.kappa().to_json(),
+            "saturation_nodes": boot.saturation_clients().to_json(),
+        }
+    return out
+
+
+def project_item(
+    metric: Metric,
+    points: Mapping[int, Sequence[float]],
+    requirement: Requirement,
+    cluster_nodes: int,
+    seed: int = 0,
+) -> ItemProjection:
+    """The requirement at ``cluster_nodes`` against ``points`` (node count -> repeats)."""
+    required = float(requirement.value)
+    k = max(points)
+    worst = min(points[k])
+    fmt = lambda v: format_value(v, metric.unit)  # noqa: E731
+    base: dict[str, Any] = {
+        "metric": metric.id,
+        "title": metric.title,
+        "unit": metric.unit,
+        "requirement": requirement.name,
+        "required": required,
+        "formula": requirement.formula,
+        "measured_nodes": k,
+        "measured_worst": worst,
+        "cluster_nodes": cluster_nodes,
+    }
+    nodes = format_count(cluster_nodes)
+    need = f"required {fmt(required)} at {nodes} nodes ({requirement.formula})"
+    if worst >= required:
+        return ItemProjection(
+            **base,
+            word="met",
+            reason=f"met outright at {k} nodes: measured {fmt(worst)} (worst repeat) >= {need}",
+        )
+    if not usl.available():
+        return ItemProjection(**base, word="undetermined", reason=usl.INSTALL_HINT)
+    assessment = usl.assess(points, seed=seed)
+    fit_json = _fit_json(assessment)
+    if not assessment.projects:
+        reason = f"{assessment.reason}; {need}"
+        if assessment.kind == "linear" and assessment.fit is not None:
+            efficiency = assessment.fit.efficiency_at_largest
+            reason = (
+                f"still linear at {k} nodes (fitted efficiency {efficiency:.2f} >= "
+                f"{usl.LINEAR_EFFICIENCY}): the ceiling is above {fmt(worst)} and unknown; {need}"
+            )
+        return ItemProjection(**base, word="undetermined", reason=reason, fit=fit_json)
+    assert assessment.bootstrap is not None
+    band = assessment.bootstrap.throughput(cluster_nodes)
+    shown = (
+        f"projected {fmt(band.estimate)} at {format_count(cluster_nodes)} nodes, "
+        f"{usl.CONFIDENCE * 100:.0f} % interval {fmt(band.lower)} to {fmt(band.upper)}"
+    )
+    if band.lower >= required:
+        word: Word = "projected-pass"
+        reason = f"{shown}: its lower bound meets {need}"
+    elif band.upper < required:
+        word = "projected-fail"
+        reason = f"{shown}: even its upper bound falls short of {need}"
+    else:
+        word = "undetermined"
+        reason = f"{shown}: the interval straddles {need}"
+    return ItemProjection(
+        **base,
+        word=word,
+        reason=reason,
+        estimate=band.estimate,
+        lower=band.lower,
+        upper=band.upper,
+        fit=fit_json,
+    )
+
+
+def overall(items: Sequence[ItemProjection]) -> Word:
+    """projected-fail if any item is; undetermined if any is; else projected-pass (every item
+    met outright or projected to pass). Never ``qualified``."""
+    words = {i.word for i in items}
+    if not items:
+        return "undetermined"
+    if "projected-fail" in words:
+        return "projected-fail"
+    if "undetermined" in words:
+        return "undetermined"
+    return "projected-pass"
+
+
+def project(
+    series: Mapping[str, Mapping[int, Sequence[float]]],
+    requirements: Mapping[str, Requirement],
+    cluster_nodes: int,
+    sweep_words: str,
+) -> Projection:
+    """The projection of every swept metric (``series``: metric -> node count -> repeats)
+    that has a requirement (``requirements``: metric -> the requirement at the full cluster);
+    ``sweep_words`` says what was swept (``1, 2, 4 of 2,048 nodes, 8 ranks per node``)."""
+    items = tuple(
+        project_item(BY_METRIC[m], points, requirements[m], cluster_nodes)
+        for m, points in series.items()
+        if points and m in requirements
+    )
+    word = overall(items)
+    parts = "; ".join(i.sentence() for i in items) or "nothing was swept"
+    line = (
+        f"PROJECTION {word} (not a qualification; the run's verdict stands) for "
+        f"{format_count(cluster_nodes)} nodes from a sweep of {sweep_words}: {parts}; "
+        f"{NEEDS_EVERY_NODE}"
+    )
+    return Projection(word, line, items, notes=(NEEDS_EVERY_NODE,))

@@ -1,0 +1,107 @@
+"""The projected verdict: never qualified, a pass only on the lower bound."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ckptgate.projection.projected import (
+    BY_METRIC,
+    NEEDS_EVERY_NODE,
+    overall,
+    project,
+    project_item,
+)
+from ckptgate.projection.usl import usl
+from ckptgate.sizing import Requirement
+
+pytest.importorskip("scipy")
+
+GB = 10**9
+
+
+def requirement(value: float, unit: str = "B/s") -> Requirement:
+    return Requirement(
+        name="async_persist_planned_bytes_per_s",
+        title="async persist (planned)",
+        value=value,
+        unit=unit,
+        formula="5.67 TB / 600 s x 2.5 headroom",
+        source="SPEC.md",
+    )
+
+
+def bent(counts=(1, 2, 4, 8, 16), lam=2 * GB, sigma=0.05, kappa=2e-3, wobble=0.01):
+    return {
+        n: [float(usl(n, lam, sigma, kappa)) * (1 + f * wobble) for f in (-1, 0, 1)] for n in counts
+    }
+
+
+def linear(counts=(1, 2, 4, 8, 16), lam=2 * GB):
+    return {n: [lam * n * f for f in (0.99, 1.0, 1.01)] for n in counts}
+
+
+def test_a_requirement_met_at_k_nodes_is_met_outright():
+    item = project_item(BY_METRIC["write"], linear(), requirement(20 * GB), 2048)
+    assert item.word == "met"
+    assert item.reason.startswith("met outright at 16 nodes")
+
+
+def test_a_curve_still_linear_never_passes_beyond_what_it_proves():
+    # 16 nodes deliver 32 GB/s and still scale linearly: a naive line through them would
+    # promise 4 TB/s at 2,048 nodes; the projection says the ceiling is unknown.
+    item = project_item(BY_METRIC["write"], linear(), requirement(40 * GB), 2048)
+    assert item.word == "undetermined"
+    assert item.reason.startswith("still linear at 16 nodes")
+    assert "the ceiling is above 31.7 GB/s and unknown" in item.reason
+
+
+def test_pass_needs_the_lower_bound_at_n():
+    # Measured on 1 to 8 nodes: 10.9 GB/s at 8; the curve peaks near 22 nodes at 14.8 GB/s.
+    points = bent(counts=(1, 2, 4, 8))
+    ok = project_item(BY_METRIC["write"], points, requirement(12 * GB), 16)
+    assert ok.word == "projected-pass", ok.reason
+    assert ok.lower is not None and ok.lower >= 12 * GB > ok.measured_worst
+    low = project_item(BY_METRIC["write"], points, requirement(20 * GB), 16)
+    assert low.word == "projected-fail", low.reason
+    assert low.upper is not None and low.upper < 20 * GB
+
+
+def test_a_band_that_straddles_the_requirement_is_undetermined():
+    points = bent(wobble=0.05)
+    item = project_item(BY_METRIC["write"], points, requirement(100 * GB), 32)
+    estimate = item.estimate
+    assert estimate is not None
+    straddling = project_item(BY_METRIC["write"], points, requirement(estimate), 32)
+    assert straddling.word == "undetermined"
+    assert "the interval straddles" in straddling.reason
+
+
+def test_too_few_node_counts_are_undetermined_and_say_so():
+    item = project_item(BY_METRIC["write"], bent(counts=(1, 2)), requirement(40 * GB), 2048)
+    assert item.word == "undetermined"
+    assert item.reason.startswith("too few points: 2 client count(s)")
+
+
+def test_the_line_is_never_qualified_and_names_what_needs_every_node():
+    series = {"write": linear(), "read": linear()}
+    reqs = {"write": requirement(40 * GB), "read": requirement(1 * GB)}
+    projection = project(series, reqs, 2048, "1, 2, 4, 8, 16 of 2,048 nodes")
+    assert projection.word == "undetermined"
+    assert projection.line.startswith("PROJECTION undetermined (not a qualification")
+    assert "qualified" not in projection.line.replace("not a qualification", "")
+    assert NEEDS_EVERY_NODE in projection.line
+    assert [i.word for i in projection.items] == ["undetermined", "met"]
+
+
+def test_overall_word():
+    met = project_item(BY_METRIC["write"], linear(), requirement(1), 4)
+
+    def item(word):
+        return dataclasses.replace(met, word=word)
+
+    assert overall([item("met"), item("projected-pass")]) == "projected-pass"
+    assert overall([item("met"), item("undetermined")]) == "undetermined"
+    assert overall([item("projected-fail"), item("undetermined")]) == "projected-fail"
+    assert overall([]) == "undetermined"
