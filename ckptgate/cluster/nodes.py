@@ -51,6 +51,13 @@ node and tells them within this, so they name the same node rather than node 0."
 LIVENESS_EVERY_S = 0.25
 """How often a waiting node asks whether the peers it waits for still show signs of life."""
 
+TAG_BASE = 100
+"""The collectives' first tag (the heartbeat's is below it)."""
+TAG_SPAN = 15000
+"""Tags per tag space: the whole run's collectives use ``TAG_BASE`` + [0, span), a view of the
+first nodes (``MpiNodes.first``) the next span, so that a view's messages never match a
+collective of the whole run (MPI guarantees tags up to 32,767)."""
+
 SHOWN_FAILURES = 4
 """How many failures a decision carries in words (the rest are counted): what is sent back to
 every node stays small at any node count."""
@@ -89,6 +96,8 @@ class Nodes(Protocol):
 
     def liveness_text(self) -> str | None: ...
 
+    def first(self, count: int) -> Nodes: ...
+
 
 class SingleNode:
     """The embedded default: this node is the whole run."""
@@ -125,6 +134,11 @@ class SingleNode:
     def liveness_text(self) -> str | None:
         return None
 
+    def first(self, count: int) -> Nodes:
+        if count != 1:
+            raise ValueError(f"one node cannot make a view of {count} nodes")
+        return self
+
 
 @dataclass(frozen=True)
 class _Broken:
@@ -147,10 +161,13 @@ class MpiNodes:
         liveness: Liveness | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        count: int | None = None,
+        tag_base: int = TAG_BASE,
     ) -> None:
         self.comm = comm
         self.index = comm.Get_rank()
-        self.count = comm.Get_size()
+        self.count = comm.Get_size() if count is None else count
+        self.tag_base = tag_base
         self.host = socket.gethostname()
         self.hosts: dict[int, str] = {self.index: self.host}
         """The host names this node knows, by node: every node's on node 0; node 0's and the
@@ -188,7 +205,30 @@ class MpiNodes:
 
     def _tag(self) -> int:
         self._sequence += 1
-        return 100 + self._sequence % 30000
+        return self.tag_base + self._sequence % TAG_SPAN
+
+    def first(self, count: int) -> MpiNodes:
+        """A view of nodes 0 to ``count - 1`` of the same communicator, for a step that only
+        they take (a scaling sweep's point; ``on_first``): its collectives involve them alone
+        and use a tag space of their own. It shares this object's liveness, host names and
+        stall timeout; only a node among the first ``count`` may use it."""
+        if not 1 <= count <= self.count:
+            raise ValueError(f"a view of {count} nodes of {self.count}")
+        if self.index >= count:
+            raise ValueError(f"node {self.index} is not among the first {count}")
+        view = MpiNodes(
+            self.comm,
+            self.liveness,
+            self._clock,
+            self._sleep,
+            count=count,
+            tag_base=self.tag_base + TAG_SPAN,
+        )
+        view.hosts = self.hosts
+        view.stall_timeout_s = self.stall_timeout_s
+        view.broken = self.broken
+        view.thread_level_note = self.thread_level_note
+        return view
 
     def _check(self) -> None:
         if self.broken:
@@ -404,6 +444,38 @@ def run_everywhere(nodes: Nodes, timeout_s: float, what: str, step: Callable[[],
     if outcomes is None:
         return [result]  # type: ignore[list-item]
     return [r for _, r, _ in outcomes]
+
+
+def on_first(
+    nodes: Nodes, count: int, timeout_s: float, what: str, step: Callable[[Nodes], T]
+) -> T | None:
+    """Run ``step`` on the first ``count`` nodes, given their view (``Nodes.first``), while
+    the others wait at a bounded barrier of the whole run; returns the step's result on the
+    nodes that ran it and None on the others.
+
+    One allocation serves a whole scaling sweep this way. A failure on any node that took part
+    fails the step on every node, named (as ``run_everywhere``); ``timeout_s`` bounds the wait
+    of those that did not take part, so it must cover the whole step.
+    """
+    result, error = None, None
+    if nodes.index < count:
+        view = nodes if count == nodes.count else nodes.first(count)
+        try:
+            result = step(view)
+        except RankFailure as failure:
+            error = str(failure)
+        except NodeTimeout as failure:
+            if isinstance(nodes, MpiNodes):
+                nodes.broken = nodes.broken or str(failure)
+            raise
+        except Exception as failure:  # exchanged too: the waiting nodes would hang otherwise
+            if nodes.count == 1:
+                raise
+            error = f"{type(failure).__name__}: {failure}"
+    _, failures = nodes.gather_decide((nodes.host, None, error), _failures, timeout_s, what)
+    if failures:
+        raise RankFailure("; ".join(failures), [])
+    return result
 
 
 def launched_under_mpi(environ: dict[str, str] | None = None) -> bool:
