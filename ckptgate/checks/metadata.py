@@ -21,6 +21,7 @@ With many nodes, the nodes split the files and start together.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +31,13 @@ from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_bytes, format_count, format_seconds
 from ckptgate.sizing.checklist import BY_ID
 from ckptgate.storage.manifest import FileStamp
+from ckptgate.storage.target import Target
 from ckptgate.workloads.fileplan import FilePlan
 from ckptgate.workloads.metadata_storm import (
     METADATA_NAME,
     WRITE_BYTES,
     Phase,
+    StormFile,
     StormResult,
     combine_phases,
     metadata_paths,
@@ -136,14 +139,7 @@ def _storm_round(
         planned = planned_storm_files(directory, replay)
     shares = split(planned, nodes.count)
     mine = shares[nodes.index] if nodes.index < len(shares) else []
-    # Each storm file is one stamped block at its (rank, index) offset: the manifest can
-    # re-verify it (ckptgate verify).
-    target.register(
-        [f.path for f in mine],
-        stamps=[FileStamp(ctx.run_id, f.global_rank, WRITE_BYTES, f.index * WRITE_BYTES)
-                for f in mine],
-        sizes=[WRITE_BYTES] * len(mine),
-    )  # fmt: skip
+    register_storm(target, mine, ctx.run_id)
     if nodes.index == 0:
         target.register(list(metadata_paths(directory)))
     creates = run_everywhere(
@@ -186,6 +182,17 @@ def _storm_round(
         create,
         commit,
     )
+
+
+def register_storm(target: Target, files: Sequence[StormFile], run_id: int) -> None:
+    """Register a storm's files before they exist. Each is one stamped block at its (rank,
+    index) offset, so the manifest can re-verify it (``ckptgate verify``)."""
+    target.register(
+        [f.path for f in files],
+        stamps=[FileStamp(run_id, f.global_rank, WRITE_BYTES, f.index * WRITE_BYTES)
+                for f in files],
+        sizes=[WRITE_BYTES] * len(files),
+    )  # fmt: skip
 
 
 def _metadata_bytes(ctx: CheckContext, replay: FilePlan | None) -> int:

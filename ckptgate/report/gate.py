@@ -104,10 +104,17 @@ class GateReport:
                 )
         return lines
 
+    def projection_lines(self) -> list[str]:
+        """The scaling sweep's projection line, where a sweep ran: its own line below the
+        verdict, never a part of it (``ckptgate.projection.projected``)."""
+        scaling = self.sections.get("scaling")
+        projection = scaling.get("projection") if isinstance(scaling, dict) else None
+        return [projection["line"]] if projection else []
+
     def table(self) -> list[str]:
         """The verdict line, then one line per checklist item, then scope notes and failures."""
         ordered = sorted(self.items, key=lambda i: sort_key(i.id))
-        lines = [self.verdict().line, "", *item_table(ordered)]
+        lines = [self.verdict().line, *self.projection_lines(), "", *item_table(ordered)]
         scopes = list(dict.fromkeys(i.scope for i in self.items if i.scope))
         lines.extend(f"scope: {scope}" for scope in scopes)
         lines.extend(

@@ -14,6 +14,7 @@ of passing tests still says the run was a trial.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import pytest
 from _pytest.junitxml import xml_key  # the LogXML of --junitxml: pytest has no public handle
@@ -119,3 +120,17 @@ def suite_properties(
         return
     for name, value in suite_pairs(verdict, as_run, exit_status):
         xml.add_global_property(name, value)
+
+
+def projection_properties(projection: dict[str, Any]) -> list[tuple[str, str]]:
+    """The scaling sweep's projection (``ckptgate.projection.projected``, its JSON) as
+    ``projection.FIELD`` and ``projection.METRIC.FIELD`` pairs: its word (never
+    ``qualified``), its line, and each metric's word, required value and bounds."""
+    pairs = [("projection.word", projection["word"]), ("projection.line", projection["line"])]
+    for item in projection["items"]:
+        for name in ("word", "required", "estimate", "lower", "upper", "unit", "reason"):
+            value = item.get(name)
+            pairs.append(
+                (f"projection.{item['metric']}.{name}", "" if value is None else str(value))
+            )
+    return pairs

@@ -83,9 +83,11 @@ MODULE_ORDER: tuple[str, ...] = (
     "test_profile_decisions.py",
     "test_retention.py",
     "test_dcp.py",
+    "test_scaling.py",
 )
 """The order the plugin runs the acceptance modules in: the write rounds first (the others
-read their files and rates), then the checklist's order."""
+read their files and rates), then the checklist's order; the scaling sweep (not a checklist
+item: its projection is never a verdict) last."""
 
 
 def required_ids() -> tuple[str, ...]:

@@ -499,8 +499,10 @@ def run_metadata_storm(
     fsync: bool = True,
     commit: bool = True,
     metadata_bytes: int = 0,
+    ranks: int | None = None,
 ) -> StormResult:
-    """Create ``files`` (spread over the pool's ranks) from a common start, then commit.
+    """Create ``files`` (spread over the pool's ranks, or its first ``ranks``) from a common
+    start, then commit.
 
     The caller registers every path (``files``, and ``metadata_paths(directory)`` when
     committing) with the target first. ``write_bytes=0, fsync=False, commit=False`` is a pure
@@ -509,7 +511,7 @@ def run_metadata_storm(
     """
     if not files:
         raise ValueError("a metadata storm needs at least one file")
-    chunks = split(list(files), pool.ranks)
+    chunks = split(list(files), ranks or pool.ranks)
     labels = [f"local rank {i} ({len(c)} files from {c[0].path})" for i, c in enumerate(chunks)]
     kwargs = [{"files": c} for c in chunks]
     shared = {"spec": spec, "run_id": run_id, "write_bytes": write_bytes, "fsync": fsync}

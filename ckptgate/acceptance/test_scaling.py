@@ -1,0 +1,27 @@
+"""The scaling sweep (``--sweep=nodes``, ``--sweep-ranks``): the write burst, the restart read
+and the create storm at 1, 2, 4, ... of the launched nodes, each point repeated and every byte
+verified; then the projection to the profile's node count, in words that are never
+``qualified`` (its own line below the verdict; the run's verdict and exit status stand).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from ckptgate.checks.scaling import SweepResult
+from ckptgate.report.junit import projection_properties
+
+
+def test_scaling_sweep(
+    scaling: SweepResult | None, record_property: Callable[[str, object], None]
+) -> None:
+    """Every sweep point ran and verified its bytes; the projection is reported, not judged."""
+    if scaling is None:
+        pytest.skip("no --sweep=nodes or --sweep-ranks: no scaling sweep asked for")
+    if scaling.projection is not None:  # node 0
+        for name, value in projection_properties(scaling.projection.to_json()):
+            record_property(name, value)
+        expected = len(scaling.plan.node_counts) * len(scaling.plan.ranks_per_node)
+        assert len(scaling.points) == expected * scaling.plan.repeats

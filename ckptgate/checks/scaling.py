@@ -1,0 +1,314 @@
+"""The scaling sweep: the write burst, the restart read and the create storm at node counts
+1, 2, 4, ... k of the one MPI world (and at several ranks per node where asked), each point
+repeated, every byte verified; then the projection to the profile's node count.
+
+One allocation serves the whole sweep: a point on n nodes runs on the first n
+(``ckptgate.cluster.nodes.on_first``: their own view, their own collectives) while the others
+wait at a bounded barrier. The load is weak scaling, as a training cluster grows: every rank
+writes its own shard (the same file plan as the write rounds), reads another's, and creates
+its share of the create storm (the main storm's files per rank), so the aggregate rates at n
+nodes are what n nodes of this cluster would ask of the target.
+
+Every point is a real run: the write burst is fsynced and closed, the read is of another
+node's files (another rank's on one node) with their pages dropped and every byte verified,
+the storm's files are read back and verified; then the point's files are removed, so the
+target holds one point at a time. The points feed ``ckptgate.projection.projected``, whose
+words are never ``qualified``: the run's verdict stands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ckptgate.checks.context import CheckContext
+from ckptgate.checks.metadata import register_storm
+from ckptgate.checks.write import WriteCampaign
+from ckptgate.cluster.nodes import Nodes, on_first, pool_gate, run_everywhere
+from ckptgate.engine.pool import RankPool
+from ckptgate.engine.records import merge_nodes
+from ckptgate.projection.projected import Projection, project
+from ckptgate.sizing import Requirement, format_count
+from ckptgate.workloads.fileplan import ShardFile, lanes
+from ckptgate.workloads.metadata_storm import (
+    combine_phases,
+    run_metadata_storm,
+    split,
+    storm_files,
+    verify_storm,
+)
+from ckptgate.workloads.readback import run_readback
+from ckptgate.workloads.write_burst import run_write_burst
+
+SWEEP_MODES = ("none", "nodes")
+DEFAULT_REPEATS = 3
+"""Repeats per point: the bootstrap's intervals need at least two; three show the spread."""
+
+
+class SweepError(ValueError):
+    """A sweep option that this run cannot honour; the message names the option."""
+
+
+def doubling(count: int) -> tuple[int, ...]:
+    """1, 2, 4, ... up to ``count``, and ``count`` itself (the largest point is the run)."""
+    counts = [1 << i for i in range(max(count, 1).bit_length()) if 1 << i <= count]
+    if counts[-1] != count:
+        counts.append(count)
+    return tuple(counts)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The points a sweep measures: every node count at every ranks per node, repeated."""
+
+    node_counts: tuple[int, ...]
+    ranks_per_node: tuple[int, ...]
+    repeats: int
+    run_ranks: int
+    """The run's own ranks per node: the projection fits the points at this count."""
+
+    def words(self, cluster_nodes: int) -> str:
+        counts = ", ".join(format_count(n) for n in self.node_counts)
+        ranks = ", ".join(str(r) for r in self.ranks_per_node)
+        return (
+            f"{counts} of {format_count(cluster_nodes)} nodes at {ranks} rank(s) per node, "
+            f"{self.repeats} repeat(s) each"
+        )
+
+
+def plan_sweep(
+    mode: str, ranks: Sequence[int], repeats: int, node_count: int, pool_ranks: int
+) -> SweepPlan | None:
+    """The sweep the options ask for on this run (None: no sweep). ``--sweep=nodes`` sweeps
+    the node counts, ``--sweep-ranks`` alone the ranks per node on every node; the run's own
+    ranks per node are always among the ranks (the projection fits the points there). Raises
+    ``SweepError`` naming the option."""
+    if mode not in SWEEP_MODES:
+        raise SweepError(f"--sweep {mode}: allowed: {', '.join(SWEEP_MODES)}")
+    if repeats < 1:
+        raise SweepError(f"--sweep-repeats {repeats}: must be at least 1")
+    wrong = [r for r in ranks if not 1 <= r <= pool_ranks]
+    if wrong:
+        raise SweepError(
+            f"--sweep-ranks {','.join(map(str, ranks))}: {wrong[0]} is not within 1 to this "
+            f"node's {pool_ranks} rank processes (--ranks or cluster.gpus_per_node)"
+        )
+    if mode == "none" and not ranks:
+        return None
+    counts = doubling(node_count) if mode == "nodes" else (node_count,)
+    return SweepPlan(counts, tuple(sorted({*ranks, pool_ranks})), repeats, pool_ranks)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One repeat of one point: what the first ``nodes`` nodes' ``ranks_per_node`` ranks did."""
+
+    nodes: int
+    ranks_per_node: int
+    repeat: int
+    write_bytes: int
+    write_bytes_per_s: float
+    read_bytes: int
+    read_bytes_per_s: float
+    created_files: int
+    create_per_s: float
+    verified_bytes: int
+    """Bytes read back and checked: the read's and the storm's."""
+
+
+METRIC_FIELDS = {"write": "write_bytes_per_s", "read": "read_bytes_per_s", "create": "create_per_s"}
+"""Each projected metric (``ckptgate.projection.projected.METRICS``) and its point field."""
+
+
+@dataclass
+class SweepResult:
+    """Every point of a sweep (on node 0), the plan, and the projection."""
+
+    plan: SweepPlan
+    cluster_nodes: int
+    points: list[SweepPoint] = field(default_factory=list)
+    projection: Projection | None = None
+    no_projection: str = ""
+    """Why there is none (every node of the profile took part: the run's verdict speaks)."""
+
+    def series(self, ranks_per_node: int | None = None) -> dict[str, dict[int, list[float]]]:
+        """metric -> node count -> repeats, at ``ranks_per_node`` (the run's by default)."""
+        ranks = self.plan.run_ranks if ranks_per_node is None else ranks_per_node
+        out: dict[str, dict[int, list[float]]] = {m: {} for m in METRIC_FIELDS}
+        for point in self.points:
+            if point.ranks_per_node != ranks:
+                continue
+            for metric, name in METRIC_FIELDS.items():
+                out[metric].setdefault(point.nodes, []).append(getattr(point, name))
+        return out
+
+    def section(self) -> dict[str, Any]:
+        """The report's ``scaling`` section."""
+        return {
+            "plan": asdict(self.plan),
+            "words": self.plan.words(self.cluster_nodes),
+            "cluster_nodes": self.cluster_nodes,
+            "points": [asdict(p) for p in self.points],
+            "verified_bytes": sum(p.verified_bytes for p in self.points),
+            "projection": self.projection.to_json() if self.projection else None,
+            "no_projection": self.no_projection,
+        }
+
+
+@contextlib.contextmanager
+def gated(pool: RankPool, nodes: Nodes) -> Iterator[None]:
+    """Runs inside start together on ``nodes`` (a view of the first nodes), not on the run's."""
+    gate, pool.gate = pool.gate, pool_gate(nodes)
+    try:
+        yield
+    finally:
+        pool.gate = gate
+
+
+def projected_requirements(ctx: CheckContext) -> dict[str, Requirement]:
+    """The requirement at the full cluster each swept metric answers: the persist bandwidth
+    of the profile's mode, the restart read, the create rate (SPEC.md's formulas)."""
+    reqs = ctx.sizing.requirements
+    persist = (
+        "async_persist_planned_bytes_per_s"
+        if ctx.profile.checkpoint.mode == "async"
+        else "sync_write_bytes_per_s"
+    )
+    return {
+        "write": reqs[persist],
+        "read": reqs["restart_read_bytes_per_s"],
+        "create": reqs["create_rate_per_s"],
+    }
+
+
+@dataclass
+class ScalingSweep:
+    """Runs a ``SweepPlan`` with the write campaign's file plan (one per session)."""
+
+    campaign: WriteCampaign
+    plan: SweepPlan
+
+    @property
+    def ctx(self) -> CheckContext:
+        return self.campaign.ctx
+
+    def storm_files_per_rank(self) -> int:
+        """The main storm's files per rank at this run's scale (at least one)."""
+        profile, ctx = self.ctx.profile, self.ctx
+        files = profile.run.metadata_files or profile.cluster.gpus * (
+            profile.checkpoint.files_per_rank
+        )
+        return max(1, math.ceil(files / (ctx.nodes.count * ctx.pool.ranks)))
+
+    def step_timeout_s(self) -> float:
+        """How long a point may take: its write, read and storm deadlines and their checks."""
+        ctx = self.ctx
+        return 3 * ctx.save_timeout_s + 2 * ctx.restart_timeout_s
+
+    def run(self) -> SweepResult:
+        """Every point, in order (node counts, then ranks per node, then repeats)."""
+        ctx = self.ctx
+        result = SweepResult(self.plan, ctx.plan.cluster_nodes)
+        ctx.target.new_dir("sweep")
+        points = [
+            (n, r, i)
+            for n in self.plan.node_counts
+            for r in self.plan.ranks_per_node
+            for i in range(self.plan.repeats)
+        ]
+        for nodes, ranks, repeat in points:
+            point = on_first(
+                ctx.nodes,
+                nodes,
+                self.step_timeout_s(),
+                f"the end of the sweep point at {nodes} node(s), {ranks} rank(s)",
+                functools.partial(self.point, nodes=nodes, ranks=ranks, repeat=repeat),
+            )
+            if point is not None and ctx.nodes.index == 0:
+                result.points.append(point)
+        if ctx.nodes.index == 0 and max(self.plan.node_counts) >= ctx.plan.cluster_nodes:
+            result.no_projection = (
+                "no projection: every node of the profile took part, so the run's own verdict "
+                "speaks for the full count"
+            )
+        elif ctx.nodes.index == 0:
+            result.projection = project(
+                result.series(),
+                projected_requirements(ctx),
+                ctx.plan.cluster_nodes,
+                self.plan.words(ctx.plan.cluster_nodes),
+            )
+        return result
+
+    def point(self, view: Nodes, nodes: int, ranks: int, repeat: int) -> SweepPoint | None:
+        """One repeat on the first ``nodes`` nodes (``view``), ``ranks`` ranks each; the
+        point on node 0, None elsewhere. Removes its files before it returns."""
+        ctx, campaign = self.ctx, self.campaign
+        target, pool, fs = ctx.target, ctx.pool, ctx.target.fs_spec
+        name = f"nodes-{nodes}-ranks-{ranks}-repeat-{repeat + 1}"
+        directory = campaign.new_checkpoint_dir("sweep", name)
+        mine = lanes(campaign.shards_in(directory), pool.ranks)[:ranks]
+        shards = [f for lane in mine for f in lane]
+        storm_dir = target.new_dir("sweep", name, "storm")
+        per_rank = self.storm_files_per_rank()
+        planned = storm_files(storm_dir, nodes * ranks * per_rank, 1)
+        storm = split(planned, nodes)[view.index]
+        target.register_shards(shards)
+        register_storm(target, storm, ctx.run_id)
+        save_s, read_s = ctx.save_timeout_s, ctx.restart_timeout_s
+        try:
+            with gated(pool, view):
+                written = merge_nodes(
+                    "write",
+                    run_everywhere(
+                        view,
+                        save_s,
+                        f"the end of the sweep's write burst ({name})",
+                        lambda: run_write_burst(pool, fs, shards, save_s),
+                    ),
+                )
+                theirs: list[ShardFile] = view.shift(shards, save_s, "the sweep's file lists")
+                shift = 0 if nodes > 1 else (1 if ranks > 1 else 0)
+                reads = run_everywhere(
+                    view,
+                    read_s,
+                    f"the end of the sweep's read ({name})",
+                    lambda: run_readback(pool, fs, theirs, read_s, shift=shift, direct=ctx.direct),
+                )
+                read = merge_nodes("read", [r.burst for r in reads])
+                creates = run_everywhere(
+                    view,
+                    save_s,
+                    f"the end of the sweep's create storm ({name})",
+                    lambda: run_metadata_storm(
+                        pool, fs, storm_dir, storm, save_s, run_id=ctx.run_id, commit=False,
+                        ranks=ranks,
+                    ),
+                )  # fmt: skip
+                checked = run_everywhere(
+                    view,
+                    save_s,
+                    f"the verification of the sweep's storm ({name})",
+                    lambda: verify_storm(pool, fs, storm, save_s, run_id=ctx.run_id),
+                )
+        finally:
+            target.remove_files([f.path for f in shards] + [f.path for f in storm])
+        if view.index != 0:
+            return None
+        create = combine_phases([c.create for c in creates])
+        return SweepPoint(
+            nodes=nodes,
+            ranks_per_node=ranks,
+            repeat=repeat + 1,
+            write_bytes=written.total_bytes,
+            write_bytes_per_s=written.aggregate_bytes_per_s,
+            read_bytes=read.total_bytes,
+            read_bytes_per_s=read.aggregate_bytes_per_s,
+            created_files=len(planned),
+            create_per_s=create.rate_per_s,
+            verified_bytes=read.total_bytes + sum(checked),
+        )

@@ -1,0 +1,107 @@
+"""The scaling sweep: which points a sweep asks for, and one sweep run through the plugin on a
+memory-backed directory (every point real, every byte verified, the projection its own line)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ckptgate.checks.scaling import SweepError, doubling, plan_sweep
+from tests.fixtures.test_plugin import SMALL, run_pytest
+
+
+@pytest.mark.parametrize(
+    ("count", "expected"),
+    [(1, (1,)), (2, (1, 2)), (8, (1, 2, 4, 8)), (12, (1, 2, 4, 8, 12))],
+    ids=lambda v: f"{v}",
+)
+def test_node_counts_double_up_to_the_launched_count(count, expected):
+    assert doubling(count) == expected
+
+
+def test_a_node_sweep_always_measures_the_runs_own_ranks_per_node():
+    plan = plan_sweep("nodes", (1, 2), 3, node_count=16, pool_ranks=8)
+    assert plan is not None
+    assert plan.node_counts == (1, 2, 4, 8, 16)
+    assert plan.ranks_per_node == (1, 2, 8)
+    assert plan.run_ranks == 8
+    ranks_only = plan_sweep("none", (4, 1, 2), 2, node_count=4, pool_ranks=4)
+    assert ranks_only is not None and ranks_only.node_counts == (4,)
+    assert ranks_only.ranks_per_node == (1, 2, 4)
+    assert plan_sweep("none", (), 3, node_count=4, pool_ranks=4) is None
+
+
+def test_sweep_ranks_beyond_the_nodes_rank_processes_are_refused():
+    with pytest.raises(SweepError, match=r"--sweep-ranks 1,16: 16 is not within 1 to this node's 8"):
+        plan_sweep("nodes", (1, 16), 3, node_count=2, pool_ranks=8)
+    with pytest.raises(SweepError, match="--sweep-repeats 0: must be at least 1"):
+        plan_sweep("nodes", (), 0, node_count=2, pool_ranks=8)
+
+
+def test_a_bad_sweep_option_is_one_usage_line(tmp_path: Path) -> None:
+    result = run_pytest(
+        "--profile=tmpfs", f"--target={tmp_path}", "--sweep-ranks=1,x", "ckptgate/acceptance",
+        *SMALL,
+    )  # fmt: skip
+    assert result.returncode == 4
+    assert "--sweep-ranks 1,x: allowed: rank counts of at least 1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# A cluster of 64 nodes (4 ranks each) whose checkpoint no machine could persist in time
+# (1 PB of state every 600 s), played by one node with shards capped: the sweep's points are
+# real, and the projection can only be undetermined (one node count) or worse, never a pass.
+HUGE = ["--set", "cluster.gpus=256", "--set", "cluster.parallelism.dp=128",
+        "--set", "model.parameters=70e12"]  # fmt: skip
+
+
+@pytest.fixture
+def shm_target() -> Iterator[Path]:
+    """A new directory on /dev/shm (memory-backed, as CI's target), removed after the test."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm on this machine")
+    path = Path(tempfile.mkdtemp(prefix="ckptgate-sweep-test-", dir="/dev/shm"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_sweep_measures_every_point_and_projects_in_its_own_line(
+    shm_target: Path, tmp_path: Path
+) -> None:
+    report, target = tmp_path / "report.json", shm_target
+    result = run_pytest(
+        "--profile=tmpfs", f"--target={target}", f"--report-json={report}", *SMALL, *HUGE,
+        "--sweep-ranks=1,2", "--sweep-repeats=2",
+        "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_scaling.py",
+    )  # fmt: skip
+    out = result.stdout
+    assert report.is_file(), out[-3000:] + result.stderr[-2000:]
+    data = json.loads(report.read_text())
+    scaling = data["scaling"]
+    assert [(p["nodes"], p["ranks_per_node"], p["repeat"]) for p in scaling["points"]] == [
+        (1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2), (1, 4, 1), (1, 4, 2)
+    ]  # fmt: skip
+    for point in scaling["points"]:  # every byte written was read back and verified
+        assert point["read_bytes"] == point["write_bytes"] > 0
+        assert point["verified_bytes"] >= point["write_bytes"] + point["created_files"]
+        assert point["write_bytes_per_s"] > 0 and point["create_per_s"] > 0
+    one, two = scaling["points"][0], scaling["points"][2]
+    assert two["write_bytes"] == 2 * one["write_bytes"]  # weak scaling: a shard per rank
+    projection = scaling["projection"]
+    assert projection["word"] in ("undetermined", "projected-fail")
+    write = next(i for i in projection["items"] if i["metric"] == "write")
+    assert write["word"] == "undetermined"
+    assert write["reason"].startswith("too few points: 1 client count(s)")
+    # Its own line, right below the verdict, which it does not change.
+    lines = out.splitlines()
+    verdict_at = next(i for i, line in enumerate(lines) if line.startswith("VERDICT"))
+    assert lines[verdict_at + 1].startswith(f"PROJECTION {projection['word']} (not a qualif")
+    assert data["verdict"]["status"] in ("trial", "partial")
+    assert "projected" not in data["verdict"]["line"]
+    assert not list(target.iterdir()), "the sweep left files behind"
