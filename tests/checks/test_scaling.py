@@ -38,7 +38,8 @@ def test_a_node_sweep_always_measures_the_runs_own_ranks_per_node():
 
 
 def test_sweep_ranks_beyond_the_nodes_rank_processes_are_refused():
-    with pytest.raises(SweepError, match=r"--sweep-ranks 1,16: 16 is not within 1 to this node's 8"):
+    refused = r"--sweep-ranks 1,16: 16 is not within 1 to this node's 8"
+    with pytest.raises(SweepError, match=refused):
         plan_sweep("nodes", (1, 16), 3, node_count=2, pool_ranks=8)
     with pytest.raises(SweepError, match="--sweep-repeats 0: must be at least 1"):
         plan_sweep("nodes", (), 0, node_count=2, pool_ranks=8)
