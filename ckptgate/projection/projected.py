@@ -78,6 +78,9 @@ class ItemProjection:
     lower: float | None = None
     upper: float | None = None
     fit: dict[str, Any] | None = None
+    curve: tuple[dict[str, float | None], ...] = ()
+    """The fitted curve from one node to the full count (``CURVE_POINTS`` nodes, geometric),
+    with its band where the fit projects: what the HTML report draws."""
 
     def sentence(self) -> str:
         return f"{self.title}: {self.word}: {self.reason}"
@@ -99,6 +102,7 @@ class ItemProjection:
             "lower": self.lower,
             "upper": self.upper,
             "fit": self.fit,
+            "curve": list(self.curve),
         }
 
 
@@ -118,6 +122,29 @@ class Projection:
             "items": [i.to_json() for i in self.items],
             "notes": list(self.notes),
         }
+
+
+CURVE_POINTS = 40
+
+
+def _curve(assessment: usl.Assessment, cluster_nodes: int) -> tuple[dict[str, float | None], ...]:
+    """The fit at ``CURVE_POINTS`` node counts from 1 to ``cluster_nodes`` (geometric), with
+    the bootstrap band where there is one (a refused fit has its line and no band)."""
+    fit = assessment.fit
+    if fit is None:
+        return ()
+    top = max(cluster_nodes, fit.largest_clients)
+    out = []
+    for step in range(CURVE_POINTS):
+        n = top ** (step / (CURVE_POINTS - 1))
+        if assessment.bootstrap is not None:
+            band = assessment.bootstrap.throughput(n)
+            out.append({"nodes": n, "estimate": band.estimate, "lower": band.lower,
+                        "upper": band.upper})  # fmt: skip
+        else:
+            out.append({"nodes": n, "estimate": fit.params.throughput(n), "lower": None,
+                        "upper": None})  # fmt: skip
+    return tuple(out)
 
 
 def _fit_json(assessment: usl.Assessment) -> dict[str, Any] | None:
@@ -191,7 +218,13 @@ def project_item(
                 f"still linear at {k} nodes (fitted efficiency {efficiency:.2f} >= "
                 f"{usl.LINEAR_EFFICIENCY}): the ceiling is above {fmt(worst)} and unknown; {need}"
             )
-        return ItemProjection(**base, word="undetermined", reason=reason, fit=fit_json)
+        return ItemProjection(
+            **base,
+            word="undetermined",
+            reason=reason,
+            fit=fit_json,
+            curve=_curve(assessment, cluster_nodes),
+        )
     assert assessment.bootstrap is not None
     band = assessment.bootstrap.throughput(cluster_nodes)
     shown = (
@@ -215,6 +248,7 @@ def project_item(
         lower=band.lower,
         upper=band.upper,
         fit=fit_json,
+        curve=_curve(assessment, cluster_nodes),
     )
 
 

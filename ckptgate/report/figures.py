@@ -301,3 +301,42 @@ def _merged_marks(marks: Sequence[tuple[float, str]]) -> list[tuple[float, str]]
         else:
             merged.append((x, label))
     return merged
+
+
+def scaling(section: dict[str, Any]) -> str | None:
+    """The scaling sweep, one panel per projected metric: every repeat at the run's ranks per
+    node (dots), the fitted USL curve to the profile's node count with its bootstrap band
+    (shaded, where the fit projects), the requirement at the full count (dashed) and that
+    count (dotted). Log-log: a straight line of slope 1 is perfect scaling."""
+    projection = section.get("projection") or {}
+    items = [i for i in projection.get("items", []) if i.get("metric")]
+    if not items:
+        return None
+    run_ranks = (section.get("plan") or {}).get("run_ranks")
+    points = [p for p in section.get("points", []) if p.get("ranks_per_node") == run_ranks]
+    fields = {"write": "write_bytes_per_s", "read": "read_bytes_per_s", "create": "create_per_s"}
+    figure, axes = _figure(3.2, ncols=len(items))
+    for ax, item in zip(axes[0], items, strict=True):
+        unit = item["unit"]
+        xs = [p["nodes"] for p in points]
+        ys = [p[fields[item["metric"]]] for p in points]
+        ax.scatter(xs, ys, s=14, color="#1f77b4", zorder=3, label="measured (each repeat)")
+        curve = item.get("curve") or []
+        if curve:
+            cx = [c["nodes"] for c in curve]
+            ax.plot(cx, [c["estimate"] for c in curve], color="#1f77b4", linewidth=1,
+                    label="USL fit")  # fmt: skip
+            if curve[0].get("lower") is not None:
+                ax.fill_between(cx, [c["lower"] for c in curve], [c["upper"] for c in curve],
+                                color="#1f77b4", alpha=0.18, linewidth=0,
+                                label="bootstrap interval")  # fmt: skip
+        ax.axhline(item["required"], color="#d62728", linestyle="--", linewidth=1,
+                   label="required at the full count")  # fmt: skip
+        ax.axvline(item["cluster_nodes"], color="black", linestyle=":", linewidth=1)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        _ticks(ax.yaxis, unit)
+        ax.set_xlabel("nodes")
+        ax.set_title(f"{item['title']}: {item['word']}", fontsize=9)
+        ax.legend(fontsize=6, loc="lower right")
+    return _svg(figure, "scaling")

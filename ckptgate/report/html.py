@@ -346,6 +346,54 @@ def _sweep(data: dict[str, Any], plots: bool) -> list[str]:
     return out
 
 
+def _scaling(section: dict[str, Any] | None, plots: bool) -> list[str]:
+    """The scaling sweep: its projection (never a verdict), every point, the figure."""
+    if not section:
+        return []
+    out = ["<h2>Scaling sweep and projection</h2>"]
+    out.append(f'<p class="note">{esc(section.get("words", ""))}; every byte verified</p>')
+    projection = section.get("projection")
+    if projection:
+        out.append(f'<p class="detail">{esc(projection["line"])}</p>')
+        rows = [
+            [
+                item["title"],
+                num(format_value(item["required"], item["unit"])),
+                num(format_value(item["measured_worst"], item["unit"])),
+                num(format_value(item.get("lower"), item["unit"])),
+                num(format_value(item.get("estimate"), item["unit"])),
+                num(format_value(item.get("upper"), item["unit"])),
+                item["word"],
+                item["reason"],
+            ]
+            for item in projection["items"]
+        ]
+        header = ("metric", "required at N", "worst at k", "lower", "projected", "upper",
+                  "projection", "why")  # fmt: skip
+        out.append(table(header, rows))
+    elif section.get("no_projection"):
+        out.append(f'<p class="note">{esc(section["no_projection"])}</p>')
+    points = [
+        [
+            num(str(p["nodes"])),
+            num(str(p["ranks_per_node"])),
+            num(str(p["repeat"])),
+            num(format_value(p["write_bytes_per_s"], "B/s")),
+            num(format_value(p["read_bytes_per_s"], "B/s")),
+            num(format_value(p["create_per_s"], "1/s")),
+        ]
+        for p in section.get("points", [])
+    ]
+    out.append(table(("nodes", "ranks/node", "repeat", "write", "read", "creates"), points))
+    if plots:
+        out.append(
+            figure(figures.scaling(section),
+                   "dots: each repeat; line and band: the USL fit and its bootstrap interval; "
+                   "dashed: the requirement at the full count; dotted: the full count")
+        )  # fmt: skip
+    return out
+
+
 def render_report(data: dict[str, Any], source: str = "") -> str:
     """The HTML page for one saved JSON report (``source`` names the file it came from)."""
     plots = figures.available()
@@ -356,6 +404,9 @@ def render_report(data: dict[str, Any], source: str = "") -> str:
     if source:
         body.append(f'<p class="note">from {esc(source)}</p>')
     body.append(verdict_box(verdict))
+    projection = (data.get("scaling") or {}).get("projection")
+    if projection:  # its own line, below the verdict and never a part of it
+        body.append(f'<p class="detail">{esc(projection["line"])}</p>')
     if not plots:
         body.append(f'<p class="warning">{esc(figures.INSTALL_HINT)}; the tables are complete</p>')
     body.append(_facts(data))
@@ -374,6 +425,7 @@ def render_report(data: dict[str, Any], source: str = "") -> str:
     body += _metadata(data.get("metadata"), plots)
     body += _contention(data.get("contention"), plots)
     body += _sweep(data, plots)
+    body += _scaling(data.get("scaling"), plots)
     return page(title, body)
 
 
