@@ -129,11 +129,12 @@ CURVE_POINTS = 40
 
 def _curve(assessment: usl.Assessment, cluster_nodes: int) -> tuple[dict[str, float | None], ...]:
     """The fit at ``CURVE_POINTS`` node counts from 1 to ``cluster_nodes`` (geometric), with
-    the bootstrap band where there is one (a refused fit has its line and no band)."""
+    the bootstrap band; a refused fit is drawn over the measured counts alone, without a band
+    (beyond them it says nothing)."""
     fit = assessment.fit
     if fit is None:
         return ()
-    top = max(cluster_nodes, fit.largest_clients)
+    top = max(cluster_nodes, fit.largest_clients) if assessment.projects else fit.largest_clients
     out = []
     for step in range(CURVE_POINTS):
         n = top ** (step / (CURVE_POINTS - 1))

@@ -308,6 +308,8 @@ def scaling(section: dict[str, Any]) -> str | None:
     node (dots), the fitted USL curve to the profile's node count with its bootstrap band
     (shaded, where the fit projects), the requirement at the full count (dashed) and that
     count (dotted). Log-log: a straight line of slope 1 is perfect scaling."""
+    from matplotlib.ticker import NullFormatter
+
     projection = section.get("projection") or {}
     items = [i for i in projection.get("items", []) if i.get("metric")]
     if not items:
@@ -336,6 +338,7 @@ def scaling(section: dict[str, Any]) -> str | None:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         _ticks(ax.yaxis, unit)
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("nodes")
         ax.set_title(f"{item['title']}: {item['word']}", fontsize=9)
         ax.legend(fontsize=6, loc="lower right")

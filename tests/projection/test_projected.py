@@ -105,3 +105,33 @@ def test_overall_word():
     assert overall([item("met"), item("undetermined")]) == "undetermined"
     assert overall([item("projected-fail"), item("undetermined")]) == "projected-fail"
     assert overall([]) == "undetermined"
+
+
+def test_the_readme_worked_example() -> None:
+    """README "Scaling sweep and projection": 405b on 2,048 nodes from a 16-node sweep."""
+    from ckptgate.sizing import derive, load_profile
+
+    reqs = derive(load_profile("405b")).requirements
+
+    def sweep(lam, sigma, kappa):
+        return {
+            n: [float(usl(n, lam, sigma, kappa)) * f for f in (0.98, 1.0, 1.02)]
+            for n in (1, 2, 4, 8, 16)
+        }
+
+    projection = project(
+        {"write": sweep(2.0e9, 0.05, 0.0), "read": sweep(2.5e9, 0.0, 0.0),
+         "create": sweep(400, 0.3, 2e-3)},
+        {"write": reqs["async_persist_planned_bytes_per_s"],
+         "read": reqs["restart_read_bytes_per_s"], "create": reqs["create_rate_per_s"]},
+        2048,
+        "1, 2, 4, 8, 16 of 2,048 nodes",
+    )  # fmt: skip
+    write, read, create = projection.items
+    assert projection.word == "undetermined"
+    assert write.word == "undetermined" and "the interval straddles required 23.6 GB/s" in (
+        write.reason
+    )
+    assert write.lower is not None and write.lower < 23.6 * GB < write.upper  # type: ignore[operator]
+    assert read.reason.startswith("still linear at 16 nodes (fitted efficiency 1.00 >= 0.8)")
+    assert create.word == "met" and "measured 1050 /s" in create.reason
