@@ -1,0 +1,106 @@
+"""The scaling projection where the truth is known: the host bed with its links capped by
+``tc`` (a token bucket), so the ceiling is set by the bed, not guessed.
+
+- The storage capped: the clients share one ceiling. The USL fitted on 1, 2 and 4 clients must
+  bracket, with its interval, what 5 clients then measure, and sit at the cap.
+- Every client capped instead: the curve is still linear at 5 clients (the storage is not the
+  limit yet), and the projection to the profile's 16 nodes must refuse to pass a requirement
+  that a straight line through the points would promise.
+
+Small shards and one rank per client keep each run within a minute or two on an idle machine;
+the bed tears down its namespaces, and the qdiscs with them.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from ckptgate.projection.usl import bootstrap_usl
+from tests.beds.hosts import HostBed, _sh, host_bed
+from tests.beds.test_hosts_suite import ROOT, needs_mpi4py
+
+pytestmark = [needs_mpi4py, pytest.mark.slow]
+pytest.importorskip("scipy")
+
+CLIENTS = 5
+"""doubling(5) sweeps 1, 2, 4 and 5 clients: three counts to fit, one beyond them to check."""
+STORAGE_CAP_BYTES_PER_S = 6_000_000
+CLIENT_CAP_BYTES_PER_S = 1_500_000
+SWEEP = [
+    # a 16-node cluster of 4 GPUs a node, played by 5 clients with 1 rank each
+    "--set", "cluster.gpus=64", "--set", "cluster.parallelism.dp=32", "--ranks=1",
+    "--set", "run.shard_bytes_cap=1 MB", "--set", "run.rounds=1",
+    "--set", "run.metadata_files=40", "--set", "run.timeout_floor_s=60",
+    "--sweep=nodes", "--sweep-repeats=3",
+]  # fmt: skip
+
+
+def cap(bed: HostBed, netns: str, device: str, bytes_per_s: int) -> None:
+    """A token bucket on ``device``'s egress in ``netns`` (burst: 16 kB, a few packets)."""
+    _sh(["ip", "netns", "exec", netns, "tc", "qdisc", "replace", "dev", device, "root", "tbf",
+         "rate", f"{bytes_per_s * 8}bit", "burst", "16kb", "latency", "500ms"])  # fmt: skip
+
+
+def uncap(bed: HostBed, netns: str, device: str) -> None:
+    _sh(["ip", "netns", "exec", netns, "tc", "qdisc", "del", "dev", device, "root"])
+
+
+def sweep(bed: HostBed, report: Path, *extra: str) -> dict:
+    argv = [
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--color=no",
+        "--profile=tmpfs", f"--target={bed.mount_point}", f"--report-json={report}",
+        *SWEEP, *extra,
+        "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_scaling.py",
+    ]  # fmt: skip
+    result = bed.mpirun(argv, timeout_s=240, cwd=ROOT)
+    assert report.is_file(), result.stdout[-4000:] + result.stderr[-2000:]
+    return json.loads(report.read_text())
+
+
+def writes(data: dict) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = {}
+    for point in data["scaling"]["points"]:
+        out.setdefault(point["nodes"], []).append(point["write_bytes_per_s"])
+    return out
+
+
+def test_a_capped_storage_is_bracketed_and_a_linear_curve_is_refused(tmp_path: Path) -> None:
+    with host_bed(clients=CLIENTS) as bed:
+        storage = bed.hosts["storage"].netns
+        # client -> storage (writes) leaves the bridge on its storage port; storage -> clients
+        # (reads) leaves the storage on its eth0
+        cap(bed, bed.bridge_ns, "v-storage", STORAGE_CAP_BYTES_PER_S)
+        cap(bed, storage, "eth0", STORAGE_CAP_BYTES_PER_S)
+        capped = sweep(bed, tmp_path / "capped.json")
+        uncap(bed, bed.bridge_ns, "v-storage")
+        uncap(bed, storage, "eth0")
+        for name in bed.clients:
+            cap(bed, bed.hosts[name].netns, "eth0", CLIENT_CAP_BYTES_PER_S)
+            cap(bed, bed.bridge_ns, f"v-{name}", CLIENT_CAP_BYTES_PER_S)
+        # a persist requirement of 20 MB/s at 16 nodes: a straight line through 5 clients at
+        # 1.5 MB/s each would promise 24 MB/s there
+        linear = sweep(bed, tmp_path / "linear.json", "--set", "checkpoint.interval_s=28")
+        assert not list(bed.export.iterdir()), "the sweeps left files behind"
+
+    points = writes(capped)
+    assert sorted(points) == [1, 2, 4, 5]
+    band = bootstrap_usl({n: points[n] for n in (1, 2, 4)}).throughput(5)
+    measured = statistics.mean(points[5])
+    print(f"capped at {STORAGE_CAP_BYTES_PER_S / 1e6} MB/s: fitted on 1, 2, 4 clients, "
+          f"5 projected {band.lower / 1e6:.2f} to {band.upper / 1e6:.2f} MB/s, "
+          f"measured {measured / 1e6:.2f} MB/s")  # fmt: skip
+    assert band.lower <= measured <= band.upper
+    assert measured <= STORAGE_CAP_BYTES_PER_S * 1.1
+
+    line = writes(linear)
+    print("per-client caps: " + ", ".join(f"{n}: {statistics.mean(v) / 1e6:.2f} MB/s"
+                                          for n, v in sorted(line.items())))  # fmt: skip
+    write = next(i for i in linear["scaling"]["projection"]["items"] if i["metric"] == "write")
+    assert write["word"] == "undetermined", write["reason"]
+    assert write["reason"].startswith("still linear at 5 nodes"), write["reason"]
+    assert linear["verdict"]["status"] in ("trial", "partial", "failed")
