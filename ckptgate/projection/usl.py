@@ -200,7 +200,7 @@ def fit_usl(points: Mapping[int, Sequence[float]], start: UslParams | None = Non
     ``start`` (a bootstrap's: the full fit) replaces the ``STARTS``. Needs at least two counts
     (``assess`` asks for ``MIN_CLIENT_COUNTS`` before projecting).
     """
-    from scipy.optimize import least_squares  # type: ignore[import-untyped]  # no stubs
+    from scipy.optimize import least_squares
 
     if len(points) < 2:
         raise ValueError(f"a fit needs at least two client counts, got {len(points)}")
