@@ -32,6 +32,7 @@ from ckptgate.cluster.nodes import Nodes, on_first, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import merge_nodes
 from ckptgate.projection.projected import Projection, project
+from ckptgate.projection.usl import mean_interval
 from ckptgate.sizing import Requirement, format_count
 from ckptgate.workloads.fileplan import ShardFile, lanes
 from ckptgate.workloads.metadata_storm import (
@@ -146,6 +147,19 @@ class SweepResult:
                 out[metric].setdefault(point.nodes, []).append(getattr(point, name))
         return out
 
+    def summary(self) -> list[dict[str, Any]]:
+        """Each point (node count, ranks per node) and metric: the mean of its repeats with
+        its bootstrap interval, and the worst and best repeat."""
+        out = []
+        for ranks in self.plan.ranks_per_node:
+            for metric, by_nodes in self.series(ranks).items():
+                for nodes, values in sorted(by_nodes.items()):
+                    mean = mean_interval(values)
+                    out.append({"nodes": nodes, "ranks_per_node": ranks, "metric": metric,
+                                "repeats": len(values), **mean.to_json(),
+                                "worst": min(values), "best": max(values)})  # fmt: skip
+        return out
+
     def section(self) -> dict[str, Any]:
         """The report's ``scaling`` section."""
         return {
@@ -153,6 +167,7 @@ class SweepResult:
             "words": self.plan.words(self.cluster_nodes),
             "cluster_nodes": self.cluster_nodes,
             "points": [asdict(p) for p in self.points],
+            "summary": self.summary(),
             "verified_bytes": sum(p.verified_bytes for p in self.points),
             "projection": self.projection.to_json() if self.projection else None,
             "no_projection": self.no_projection,

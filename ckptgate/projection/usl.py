@@ -181,6 +181,20 @@ class Assessment:
     bootstrap: Bootstrap | None = None
 
 
+def mean_interval(values: Sequence[float], resamples: int = 1000, seed: int = 0) -> Interval:
+    """The mean of one point's repeats with its percentile bootstrap interval (``CONFIDENCE``);
+    a single repeat has no spread (its interval is the value itself)."""
+    data = np.asarray(values, dtype=float)
+    if data.size < 2:
+        value = float(data.mean()) if data.size else math.nan
+        return Interval(value, value, value)
+    rng = np.random.default_rng(seed)
+    means = rng.choice(data, size=(resamples, data.size), replace=True).mean(axis=1)
+    tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
+    low, high = np.percentile(means, [tail, 100.0 - tail])
+    return Interval(float(data.mean()), float(low), float(high))
+
+
 def _means(points: Mapping[int, Sequence[float]]) -> tuple[np.ndarray, np.ndarray]:
     clients = np.array(sorted(points), dtype=float)
     means = np.array([float(np.mean(points[int(n)])) for n in clients], dtype=float)

@@ -92,6 +92,9 @@ def test_a_sweep_measures_every_point_and_projects_in_its_own_line(
         assert point["read_bytes"] == point["write_bytes"] > 0
         assert point["verified_bytes"] >= point["write_bytes"] + point["created_files"]
         assert point["write_bytes_per_s"] > 0 and point["create_per_s"] > 0
+    summary = [s for s in scaling["summary"] if s["metric"] == "write"]
+    assert [(s["ranks_per_node"], s["repeats"]) for s in summary] == [(1, 2), (2, 2), (4, 2)]
+    assert all(s["lower"] <= s["estimate"] <= s["upper"] for s in summary)
     one, two = scaling["points"][0], scaling["points"][2]
     assert two["write_bytes"] == 2 * one["write_bytes"]  # weak scaling: a shard per rank
     projection = scaling["projection"]

@@ -13,6 +13,7 @@ from ckptgate.projection.usl import (
     assess,
     bootstrap_usl,
     fit_usl,
+    mean_interval,
     saturation_clients,
     usl,
 )
@@ -111,3 +112,9 @@ def test_single_repeats_bootstrap_the_residuals():
     sigma = boot.sigma()
     assert sigma.lower < sigma.estimate < sigma.upper
     assert math.isclose(sigma.estimate, 0.1, rel_tol=0.05)
+
+
+def test_a_points_mean_interval_holds_its_mean_and_a_single_repeat_has_no_spread():
+    interval = mean_interval([9.0, 10.0, 11.0, 10.5])
+    assert 9.0 <= interval.lower < interval.estimate == 10.125 < interval.upper <= 11.0
+    assert mean_interval([7.0]).to_json() == {"estimate": 7.0, "lower": 7.0, "upper": 7.0}
