@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -12,6 +13,7 @@ from ckptgate.projection.projected import (
     overall,
     project,
     project_item,
+    worst_shortfall,
 )
 from ckptgate.projection.usl import usl
 from ckptgate.sizing import Requirement
@@ -135,3 +137,20 @@ def test_the_readme_worked_example() -> None:
     assert write.lower is not None and write.lower < 23.6 * GB < write.upper  # type: ignore[operator]
     assert read.reason.startswith("still linear at 16 nodes (fitted efficiency 1.00 >= 0.8)")
     assert create.word == "met" and "measured 1050 /s" in create.reason
+
+
+def test_a_pass_holds_for_the_worst_repeat_not_the_average() -> None:
+    # Seven good repeats and one 10 % short at every count: a requirement just below the
+    # mean's lower bound at 16 nodes is not a pass; the worst repeat's bound decides.
+    factors = (1.0,) * 7 + (0.9,)
+    points = {n: [float(usl(n, 2 * GB, 0.05, 2e-3)) * f for f in factors] for n in (1, 2, 4, 8)}
+    shortfall = worst_shortfall(points)
+    assert math.isclose(shortfall, 1 - 0.9 / (7.9 / 8))
+    probe = project_item(BY_METRIC["write"], points, requirement(100 * GB), 16)
+    assert probe.lower is not None
+    mean_lower = probe.lower / (1 - shortfall)
+    item = project_item(BY_METRIC["write"], points, requirement(mean_lower * 0.99), 16)
+    assert item.word == "undetermined", item.reason
+    assert "but not less the worst repeat's shortfall (8.9%)" in item.reason
+    passed = project_item(BY_METRIC["write"], points, requirement(probe.lower * 0.99), 16)
+    assert passed.word == "projected-pass", passed.reason
