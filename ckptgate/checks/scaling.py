@@ -263,7 +263,7 @@ class ScalingSweep:
         """One repeat on the first ``nodes`` nodes (``view``), ``ranks`` ranks each; the
         point on node 0, None elsewhere. Removes its files before it returns."""
         ctx, campaign = self.ctx, self.campaign
-        target, pool, fs = ctx.target, ctx.pool, ctx.target.fs_spec
+        target, pool, spec = ctx.target, ctx.pool, ctx.target.spec
         name = f"nodes-{nodes}-ranks-{ranks}-repeat-{repeat + 1}"
         directory = campaign.new_checkpoint_dir("sweep", name)
         mine = lanes(campaign.shards_in(directory), pool.ranks)[:ranks]
@@ -283,7 +283,7 @@ class ScalingSweep:
                         view,
                         save_s,
                         f"the end of the sweep's write burst ({name})",
-                        lambda: run_write_burst(pool, fs, shards, save_s),
+                        lambda: run_write_burst(pool, spec, shards, save_s),
                     ),
                 )
                 theirs: list[ShardFile] = view.shift(shards, save_s, "the sweep's file lists")
@@ -292,7 +292,9 @@ class ScalingSweep:
                     view,
                     read_s,
                     f"the end of the sweep's read ({name})",
-                    lambda: run_readback(pool, fs, theirs, read_s, shift=shift, direct=ctx.direct),
+                    lambda: run_readback(
+                        pool, spec, theirs, read_s, shift=shift, direct=ctx.direct
+                    ),
                 )
                 read = merge_nodes("read", [r.burst for r in reads])
                 creates = run_everywhere(
@@ -300,7 +302,7 @@ class ScalingSweep:
                     save_s,
                     f"the end of the sweep's create storm ({name})",
                     lambda: run_metadata_storm(
-                        pool, fs, storm_dir, storm, save_s, run_id=ctx.run_id, commit=False,
+                        pool, spec, storm_dir, storm, save_s, run_id=ctx.run_id, commit=False,
                         ranks=ranks,
                     ),
                 )  # fmt: skip
@@ -308,7 +310,7 @@ class ScalingSweep:
                     view,
                     save_s,
                     f"the verification of the sweep's storm ({name})",
-                    lambda: verify_storm(pool, fs, storm, save_s, run_id=ctx.run_id),
+                    lambda: verify_storm(pool, spec, storm, save_s, run_id=ctx.run_id),
                 )
         finally:
             target.remove_files([f.path for f in shards] + [f.path for f in storm])

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ckptgate.checks.scaling import SweepError, doubling, plan_sweep
+from ckptgate.report.exitcodes import RunExit
 from tests.fixtures.test_plugin import SMALL, run_pytest
 
 
@@ -109,3 +110,22 @@ def test_a_sweep_measures_every_point_and_projects_in_its_own_line(
     assert data["verdict"]["status"] in ("trial", "partial")
     assert "projected" not in data["verdict"]["line"]
     assert not list(target.iterdir()), "the sweep left files behind"
+
+
+def test_a_projected_pass_never_exits_0(shm_target: Path, tmp_path: Path) -> None:
+    # 4 nodes of the toy profile, one played: every tmpfs requirement is met outright at one
+    # node, so the projection passes; the run is still a trial (not accepted here: no
+    # --accept), and exits as one.
+    report = tmp_path / "report.json"
+    unaccepted = [a for a in SMALL if not a.startswith("--accept")]
+    result = run_pytest(
+        "--profile=tmpfs", f"--target={shm_target}", f"--report-json={report}", *unaccepted,
+        "--set", "cluster.gpus=16", "--set", "cluster.parallelism.dp=8",
+        "--sweep=nodes", "--sweep-repeats=1",
+        "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_scaling.py",
+    )  # fmt: skip
+    assert report.is_file(), result.stdout[-3000:] + result.stderr[-2000:]
+    data = json.loads(report.read_text())
+    assert data["scaling"]["projection"]["word"] == "projected-pass"
+    assert data["verdict"]["status"] == "trial"
+    assert result.returncode == RunExit.TRIAL
