@@ -96,7 +96,7 @@ def test_a_capped_storage_is_bracketed_and_a_linear_curve_is_refused(tmp_path: P
     # What a projected pass relies on, the lower bound less the worst repeat's shortfall,
     # must hold for every repeat at 5 clients, and nothing projected may pass the cap. The
     # interval itself is printed, not asserted: it is the bootstrap over the repeats, and with
-    # three counts fitting three parameters exactly it carries no model uncertainty; in four
+    # three counts fitting three parameters exactly it carries no model uncertainty; in five
     # runs it held the 5-client mean three times and lay 1 to 3 % below it twice (the safe side).
     seen = mean_interval(points[5])
     pass_bound = band.lower * (1 - worst_shortfall(fitted))
