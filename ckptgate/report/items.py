@@ -68,7 +68,8 @@ class Item:
     def status(self) -> Status:
         if self.error is not None:
             return "ERROR"
-        return {True: "PASS", False: "FAIL", None: "report"}[self.passed]
+        words: dict[bool | None, Status] = {True: "PASS", False: "FAIL", None: "report"}
+        return words[self.passed]
 
     @property
     def checklist(self) -> str | None:

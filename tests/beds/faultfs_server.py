@@ -292,7 +292,10 @@ class FaultFS:
 
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
         self._enter("utimens", path)
-        os.utime(self._real(path), ns=times)
+        if times is None:
+            os.utime(self._real(path))  # now, as utimensat(2) with a NULL times does
+        else:
+            os.utime(self._real(path), ns=times)
         return 0
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
