@@ -2,14 +2,18 @@
 
 ``ckptgate.storage.lease`` writes and reads one lease file; this module decides when the
 session keeps one (a local target with a run directory and a manifest part) and registers the
-lease's two files in the manifest, so ``ckptgate clean`` removes them with the run.
+lease's two files in the manifest, so ``ckptgate clean`` removes them with the run. While the
+lease runs, this node's entry in the host registry of live runs (``storage.overlap``) says the
+same to runs on this host whatever their target.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ckptgate.storage.fsfacts import FsFacts
 from ckptgate.storage.lease import LEASE_PERIOD_S, LeaseKeeper, lease_path
+from ckptgate.storage.overlap import FsIdentity, HostRegistry, fs_identity
 from ckptgate.storage.rundir import RunDirectory
 
 __all__ = ["RunLease"]
@@ -18,16 +22,24 @@ __all__ = ["RunLease"]
 class RunLease:
     """This node's lease on its run directory (none on a target that is not POSIX)."""
 
-    def __init__(self, run: RunDirectory) -> None:
+    def __init__(self, run: RunDirectory, facts: FsFacts) -> None:
         self.run = run
+        self.facts = facts
         self.keeper: LeaseKeeper | None = None
         """The thread that keeps the lease fresh (None before ``start`` and after ``stop``)."""
+        self.registry = HostRegistry()
+        """This host's live runs: this node's entry while the lease runs."""
 
     def __getstate__(self) -> dict[str, Any]:
-        """A rank process gets a copy without the lease's thread."""
+        """A rank process gets a copy without the lease's thread or the registry entry."""
         state = dict(self.__dict__)
         state["keeper"] = None
+        state["registry"] = HostRegistry(self.registry.directory)
         return state
+
+    def identity(self) -> FsIdentity:
+        """The filesystem under the target: device, id and type (``storage.overlap``)."""
+        return fs_identity(self.run.root, self.facts.fs_type)
 
     @property
     def words(self) -> str | None:
@@ -54,9 +66,11 @@ class RunLease:
         run.meta_files.extend([keeper.tmp_path, path])
         keeper.start()
         self.keeper = keeper
+        self.registry.enter(run.run_dir, manifest.node, run.root, self.identity(), manifest.header)
 
     def stop(self, *, ended: bool = False) -> None:
         """Stop the lease's thread; ``ended``: its last write says the run ended normally."""
         if self.keeper is not None:
             self.keeper.stop(ended=ended)
             self.keeper = None
+        self.registry.leave()

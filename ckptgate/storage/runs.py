@@ -56,6 +56,9 @@ class RunState:
     manifests: list[Manifest] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     """Manifest parts that could not be read."""
+    relation: str = "same target"
+    """How its target lies to this run's (``storage.overlap``): ``same target``,
+    ``contains``, ``inside`` or ``same filesystem``."""
 
     @property
     def state(self) -> str:
@@ -96,6 +99,7 @@ class RunState:
         return {
             "run_dir": self.run_dir,
             "state": self.state,
+            "relation": self.relation,
             "provably_dead": self.provably_dead,
             "parts": [
                 {
@@ -113,7 +117,7 @@ class RunState:
         }
 
 
-def _same_machine(theirs: ProcessId, here: ProcessId) -> bool:
+def same_machine(theirs: ProcessId, here: ProcessId) -> bool:
     """Whether a pid of ``theirs`` names a process ``here`` can look up."""
     return (
         theirs.host == here.host
@@ -143,7 +147,7 @@ def judge_part(
     if manifest.end is not None or (lease and lease.get("ended")):
         kept = manifest.end.get("kept") if manifest.end else None
         return part("ended", "ended normally" + (" (kept)" if kept else ""))
-    if _same_machine(process, here):
+    if same_machine(process, here):
         ticks = process_start_ticks(process.pid)
         if ticks is None:
             return part("dead", f"provably dead: no process {process.pid} on this host")

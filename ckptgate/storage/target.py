@@ -27,6 +27,7 @@ from ckptgate.storage.fsfacts import FsFacts
 from ckptgate.storage.janitor import Janitor, TargetHung
 from ckptgate.storage.manifest import ManifestWriter
 from ckptgate.storage.object_store import ObjectStore, PartSize, object_store, part_size
+from ckptgate.storage.overlap import FsIdentity, HostRegistry
 from ckptgate.storage.removal import CleanupReport, Removal
 from ckptgate.storage.run_lease import RunLease
 from ckptgate.storage.rundir import RunDirectory
@@ -72,7 +73,7 @@ class Target:
         """Bounded calls on the target (``ckptgate.storage.janitor``)."""
         self.facts = fsfacts.target_facts(url, name, self.root)
         self.run = RunDirectory(url, name, fs, self.root, self.janitor)
-        self.lease = RunLease(self.run)
+        self.lease = RunLease(self.run, self.facts)
         self.removal = Removal(self.run, self.lease, self.janitor)
         # the parts' own methods, as the target's
         self.create_run_dir = self.run.create
@@ -136,6 +137,16 @@ class Target:
     def check_room(self, needed_bytes: int, what: str) -> None:
         """Refuse the run before it starts when the target lacks the room it needs."""
         fsfacts.check_room(self.url, self.facts, needed_bytes, what)
+
+    def identity(self) -> FsIdentity:
+        """The filesystem under the target (``storage.overlap``): device, id and type."""
+        return self.lease.identity()
+
+    @property
+    def registry(self) -> HostRegistry:
+        """This host's live runs (``storage.overlap``), this run's entry among them while its
+        lease runs."""
+        return self.lease.registry
 
     def keep(self) -> None:
         """``--keep``: stop the lease and end the manifest saying the files stay for
