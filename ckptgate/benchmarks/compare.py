@@ -46,6 +46,7 @@ from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import BurstResult
 from ckptgate.sizing.units import GB, KB, MB, GiB, KiB, MiB
 from ckptgate.storage import pagecache
+from ckptgate.storage.manifest import Writer
 from ckptgate.storage.target import Target, TargetError
 from ckptgate.workloads.metadata_storm import (
     run_delete_storm,
@@ -202,7 +203,7 @@ def _write_peer(target: Target, settings: BenchSettings, peer: str) -> Callable[
 
     def with_fio(tag: str) -> PeerFigure:
         fio_dir = target.new_dir(f"{tag}-fio")
-        target.register(fio.write_job_paths(fio_dir, ranks))
+        target.register(fio.write_job_paths(fio_dir, ranks), writer=Writer.BENCHMARK)
         result = fio.run_fio(
             fio.write_job(fio_dir, ranks, size, transfer, thread=not settings.fio_processes),
             settings.fio,
@@ -216,7 +217,7 @@ def _write_peer(target: Target, settings: BenchSettings, peer: str) -> Callable[
     def with_ior(tag: str) -> PeerFigure:
         prefix = f"{target.new_dir(f'{tag}-ior')}/ior"
         paths = hpc.ior_paths(prefix, ranks)
-        target.register(paths)
+        target.register(paths, writer=Writer.BENCHMARK)
         result = hpc.run_ior(
             "write", prefix, ranks, size, transfer, ior=settings.ior, timeout_s=settings.timeout_s
         )
@@ -246,7 +247,7 @@ def compare_write(target: Target, settings: BenchSettings) -> Comparison:
         def suite(tag: str) -> BurstResult:
             suite_dir = target.new_dir(f"{tag}-suite")
             shards = _shards(suite_dir, ranks, size, transfer, run_id)
-            target.register([s.path for s in shards])
+            target.register([s.path for s in shards], writer=Writer.BENCHMARK)
             burst = run_write_burst(pool, target.spec, shards, settings.timeout_s)
             target.remove_files([s.path for s in shards])
             return burst
@@ -312,7 +313,7 @@ def _read_peer(
 
     prefix = f"{target.new_dir('read-ior')}/ior"
     paths = hpc.ior_paths(prefix, ranks)
-    target.register(paths)
+    target.register(paths, writer=Writer.BENCHMARK)
     refused = _link_all(suite_paths, paths)
     if refused is None:
         notes.append("IOR read the suite's own files (hard links under IOR's names)")
@@ -378,7 +379,7 @@ def compare_read(target: Target, settings: BenchSettings) -> Comparison:
     try:
         directory = target.new_dir("read")
         shards = _shards(directory, ranks, size, transfer, run_id)
-        target.register([s.path for s in shards])
+        target.register([s.path for s in shards], writer=Writer.BENCHMARK)
         run_write_burst(pool, target.spec, shards, settings.timeout_s)  # untimed: the files
         peer = _read_peer(target, settings, peer_name, [s.path for s in shards], comparison.notes)
 
@@ -448,7 +449,7 @@ def _suite_storm(
         suite_dir = target.new_dir(f"{tag}-suite")
         files_ = storm_files(suite_dir, per_rank * ranks, per_rank)
         paths = [f.path for f in files_]
-        target.register(paths)
+        target.register(paths, writer=Writer.BENCHMARK)
         storm = run_metadata_storm(
             pool,
             target.spec,
@@ -489,7 +490,7 @@ def _storm_peer(
     def with_fio(tag: str) -> dict[str, tuple[float, dict[str, Any]]]:
         fio_dir = target.new_dir(f"{tag}-fio")
         paths = fio.create_job_paths(fio_dir, ranks, per_rank)
-        target.register(paths)
+        target.register(paths, writer=Writer.BENCHMARK)
         result = fio.run_fio(
             fio.create_job(fio_dir, ranks, per_rank, thread=not settings.fio_processes),
             settings.fio,
@@ -510,7 +511,9 @@ def _storm_peer(
                 timeout_s=settings.timeout_s,
             )
         finally:
-            target.claim_tree(directory)  # what a failed mdtest left, for the cleanup
+            target.claim_tree(
+                directory, writer=Writer.BENCHMARK
+            )  # what a failed mdtest left, for the cleanup
         return {phase: (rate, {}) for phase, rate in result.rates_per_s.items()}
 
     return with_mdtest if peer == "mdtest" else with_fio

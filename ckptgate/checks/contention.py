@@ -26,6 +26,7 @@ from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import BurstResult, merge_nodes
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_rate, format_seconds
+from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.contention import (
     READ_BYTES,
     ContendedRun,
@@ -120,7 +121,8 @@ def run_contention(campaign: WriteCampaign, readers: RankPool) -> Iterator[Conte
     files = dataset_files(data_dir, profile.run.reader_bytes, readers.ranks, ctx.run_id, READ_BYTES)
     shards = campaign.shards_in(campaign.new_checkpoint_dir("contention", f"step-{nodes.index}"))
     made = [f.path for f in files] + [s.path for s in shards]
-    target.register_shards([*files, *shards])
+    target.register_shards(files, writer=Writer.DATASET)
+    target.register_shards(shards, writer=Writer.CONTENTION)
     timeout_s = campaign.timeout_s
     try:
         prepare_dataset(readers, spec, files, timeout_s)

@@ -18,6 +18,7 @@ from ckptgate.dcp.driver import DcpConfig, DcpResult, run_dcp
 from ckptgate.engine.records import BurstResult
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_bytes, format_seconds
+from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst, shard_file_name
 
 K_TOLERANCE = 0.1
@@ -61,7 +62,7 @@ def run_dcp_check(ctx: CheckContext) -> DcpRun | None:
     try:
         result = run_dcp(config)
     finally:
-        target.claim_tree(directory)
+        target.claim_tree(directory, writer=Writer.DCP)
     suite_write = None
     if result.world_size <= ctx.pool.ranks:
         suite_dir = target.new_dir(f"dcp-suite-write-{node}")
@@ -75,7 +76,7 @@ def run_dcp_check(ctx: CheckContext) -> DcpRun | None:
             )
             for rank, size in enumerate(result.per_rank_bytes)
         ]
-        target.register_shards(shards)
+        target.register_shards(shards, writer=Writer.DCP_SUITE)
         suite_write = run_write_burst(ctx.pool, target.spec, shards, profile.run.timeout_floor_s)
     return DcpRun(ctx, result, suite_write)
 

@@ -30,7 +30,7 @@ from ckptgate.cluster.nodes import run_everywhere
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_bytes, format_count, format_seconds
 from ckptgate.sizing.checklist import BY_ID
-from ckptgate.storage.manifest import FileStamp
+from ckptgate.storage.manifest import FileStamp, Writer
 from ckptgate.storage.target import Target
 from ckptgate.workloads.fileplan import FilePlan
 from ckptgate.workloads.metadata_storm import (
@@ -40,6 +40,7 @@ from ckptgate.workloads.metadata_storm import (
     StormFile,
     StormResult,
     combine_phases,
+    commit_content,
     metadata_paths,
     planned_storm_files,
     run_commit,
@@ -141,7 +142,7 @@ def _storm_round(
     mine = shares[nodes.index] if nodes.index < len(shares) else []
     register_storm(target, mine, ctx.run_id)
     if nodes.index == 0:
-        target.register(list(metadata_paths(directory)))
+        target.register(list(metadata_paths(directory)), writer=Writer.STORM_COMMIT)
     creates = run_everywhere(
         nodes,
         timeout_s,
@@ -172,7 +173,12 @@ def _storm_round(
     )
     if nodes.index == 0:
         tmp_path, final_path = metadata_paths(directory)
-        target.record_sizes([final_path])  # the commit's .metadata, as written
+        # every byte of the commit's .metadata, for ckptgate verify: its listing, then padding
+        head, padding = commit_content(
+            planned, metadata_bytes=_metadata_bytes(ctx, replay), run_id=ctx.run_id,
+            transfer_bytes=ctx.profile.run.transfer_bytes,
+        )  # fmt: skip
+        target.record_content(final_path, head, padding)
         target.forget_removed([tmp_path])  # renamed away by the commit
     return StormResult(
         directory,
@@ -192,6 +198,7 @@ def register_storm(target: Target, files: Sequence[StormFile], run_id: int) -> N
         stamps=[FileStamp(run_id, f.global_rank, WRITE_BYTES, f.index * WRITE_BYTES)
                 for f in files],
         sizes=[WRITE_BYTES] * len(files),
+        writer=Writer.STORM,
     )  # fmt: skip
 
 

@@ -25,7 +25,7 @@ from ckptgate.engine.records import BurstResult
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_bytes, format_seconds
 from ckptgate.storage.object_store import ObjectStore
-from ckptgate.workloads.readback import ReadResult, run_readback, summarize
+from ckptgate.workloads.readback import ReadResult, Verification, run_readback, summarize
 from ckptgate.workloads.reshard import ReshardResult, run_reshard
 from ckptgate.workloads.write_burst import ShardFile
 
@@ -114,15 +114,18 @@ def readback(campaign: WriteCampaign) -> Answer:
     timeout_s = ctx.restart_timeout_s
     local: list[ReadResult] = []
 
-    def read() -> BurstResult:
+    def read() -> tuple[BurstResult, Verification | None]:
         local.append(
             run_readback(
                 ctx.pool, ctx.target.spec, shards, timeout_s, shift=shift, direct=ctx.direct
             )
         )
-        return local[0].burst
+        return local[0].burst, local[0].verification
 
-    result = summarize(campaign.gather("read", read, timeout_s), local[0].memory_backed)
+    burst, verification = campaign.gather_read("read", read, timeout_s)
+    result = dataclasses.replace(
+        summarize(burst, local[0].memory_backed), verification=verification
+    )
     item = _judge_read(
         campaign, "restart-read", result, f"{len(shards)} shards, each read by another rank"
     )
@@ -145,7 +148,7 @@ def resharded(campaign: WriteCampaign) -> Answer | None:
     fraction = ctx.profile.run.reshard_fraction
     local: list[ReshardResult] = []
 
-    def load() -> BurstResult:
+    def load() -> tuple[BurstResult, Verification | None]:
         local.append(
             run_reshard(
                 ctx.pool,
@@ -156,9 +159,9 @@ def resharded(campaign: WriteCampaign) -> Answer | None:
                 direct=ctx.direct,
             )
         )
-        return local[0].burst
+        return local[0].burst, local[0].read.verification
 
-    burst = campaign.gather("reshard", load, timeout_s)
+    burst, verification = campaign.gather_read("reshard", load, timeout_s)
     # Number the new ranks across nodes (node i's new rank m is i * M + m), as the job would.
     new_ranks = local[0].new_ranks
     burst = dataclasses.replace(
@@ -168,7 +171,10 @@ def resharded(campaign: WriteCampaign) -> Answer | None:
             for r in burst.ranks
         ),
     )
-    result = dataclasses.replace(local[0], read=summarize(burst, local[0].read.memory_backed))
+    read = summarize(burst, local[0].read.memory_backed)
+    result = dataclasses.replace(
+        local[0], read=dataclasses.replace(read, verification=verification)
+    )
     files = result.files_per_rank()
     item = _judge_read(
         campaign,

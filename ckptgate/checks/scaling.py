@@ -34,6 +34,7 @@ from ckptgate.engine.records import merge_nodes
 from ckptgate.projection.projected import Projection, project
 from ckptgate.projection.usl import mean_interval
 from ckptgate.sizing import Requirement, format_count
+from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.fileplan import ShardFile, lanes
 from ckptgate.workloads.metadata_storm import (
     combine_phases,
@@ -272,7 +273,7 @@ class ScalingSweep:
         per_rank = self.storm_files_per_rank()
         planned = storm_files(storm_dir, nodes * ranks * per_rank, 1)
         storm = split(planned, nodes)[view.index]
-        target.register_shards(shards)
+        target.register_shards(shards, writer=Writer.SWEEP)
         register_storm(target, storm, ctx.run_id)
         save_s, read_s = ctx.save_timeout_s, ctx.restart_timeout_s
         try:

@@ -33,6 +33,7 @@ from ckptgate.sizing import (
     format_rate,
     format_seconds,
 )
+from ckptgate.storage.manifest import Writer
 from ckptgate.storage.object_store import ObjectStore
 from ckptgate.workloads.fileplan import (
     FilePlan,
@@ -41,7 +42,7 @@ from ckptgate.workloads.fileplan import (
     metadata_file,
     shard_files,
 )
-from ckptgate.workloads.readback import run_readback
+from ckptgate.workloads.readback import Verification, merge_verifications, run_readback
 from ckptgate.workloads.replay import node_share, scan_checkpoint
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
@@ -93,6 +94,20 @@ class WriteCampaign:
             self.ctx.nodes, timeout_s or self.timeout_s, f"the end of the {kind} burst", run
         )
         return merge_nodes(kind, bursts)
+
+    def gather_read(
+        self,
+        kind: str,
+        run: Callable[[], tuple[BurstResult, Verification | None]],
+        timeout_s: float | None = None,
+    ) -> tuple[BurstResult, Verification | None]:
+        """``gather`` for a read burst that verifies what it read: every node's burst into
+        one, and every node's verification into one (``merge_verifications``)."""
+        pairs = run_everywhere(
+            self.ctx.nodes, timeout_s or self.timeout_s, f"the end of the {kind} burst", run
+        )
+        bursts = [burst for burst, _ in pairs]
+        return merge_nodes(kind, bursts), merge_verifications([v for _, v in pairs])
 
     @property
     def timeout_s(self) -> float:
@@ -218,7 +233,9 @@ class WriteCampaign:
         directory = self.new_checkpoint_dir("write", f"step-{self._step}")
         shards = self.shards_in(directory)
         metadata = self.metadata_in(directory)
-        target.register_shards(shards + ([metadata] if metadata else []))
+        target.register_shards(shards, writer=Writer.WRITE_BURST)
+        if metadata:
+            target.register_shards([metadata], writer=Writer.WRITE_COMMIT)
         self.latest, self.latest_metadata = shards, metadata
         return shards
 

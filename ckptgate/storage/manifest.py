@@ -14,18 +14,42 @@ relative to the run directory (so a kept run can be checked wherever it is mount
 line carries its size where it is known and its stamp (run id, global rank, transfer size, and
 the stamp offset of its first byte), which is enough to recompute every byte
 (``ckptgate.engine.datagen``); files the suite does not stamp (PyTorch DCP's) carry their size
-alone. Removals by the run itself and the run's end (``kept``) are lines too.
+alone. Each file line names what wrote it (``Writer``: the write burst, the metadata storm,
+PyTorch DCP...). A file whose content is not stamped throughout (the storm's ``.metadata``: a
+listing, then stamped padding) gets a ``content`` line once written: its head, compressed, and
+the stamp of the rest, so every byte of it is checked too. Removals by the run itself and the
+run's end (``kept``) are lines too.
 """
 
 from __future__ import annotations
 
+import base64
+import builtins
 import datetime as dt
+import enum
 import json
 import os
 import socket
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+
+class Writer(enum.StrEnum):
+    """What wrote a file the manifest lists (``ckptgate verify`` names it)."""
+
+    WRITE_BURST = "write burst"
+    WRITE_COMMIT = "write burst's commit (.metadata)"
+    STORM = "metadata storm"
+    STORM_COMMIT = "metadata storm's commit (.metadata)"
+    CONTENTION = "contention round"
+    DATASET = "contention readers' dataset"
+    DCP = "PyTorch DCP"
+    DCP_SUITE = "suite's write of DCP's shard sizes"
+    SWEEP = "scaling sweep"
+    BENCHMARK = "benchmark peer (fio, IOR, mdtest)"
+
 
 MANIFEST_FORMAT = 1
 MANIFEST_PREFIX = ".ckptgate-manifest.node"
@@ -235,12 +259,16 @@ class ManifestWriter:
         sizes: Sequence[int | None] | None = None,
         *,
         kind: str = "file",
+        writer: Writer | None = None,
     ) -> None:
         """Record files about to be created (``kind="file"``) or the run's own bookkeeping
-        (``kind="meta"``: the lease, never verified)."""
+        (``kind="meta"``: the lease, never verified); ``writer`` says what writes them
+        (``WRITERS``), for ``ckptgate verify``'s words."""
         records = []
         for i, path in enumerate(paths):
             record: dict[str, Any] = {"kind": kind, "path": self.relative(path)}
+            if writer is not None:
+                record["writer"] = writer
             size = sizes[i] if sizes is not None else None
             stamp = stamps[i] if stamps is not None else None
             if size is not None:
@@ -250,12 +278,21 @@ class ManifestWriter:
             records.append(record)
         self._append(records)
 
-    def add_sizes(self, paths: Sequence[str], sizes: Sequence[int]) -> None:
-        """Record the final size of files whose size was not known when they were registered."""
-        self._append(
-            {"kind": "size", "path": self.relative(p), "bytes": int(s)}
-            for p, s in zip(paths, sizes, strict=True)
-        )
+    def add_content(self, path: str, head: bytes, stamp: FileStamp | None, size: int) -> None:
+        """Record a finished file's exact content: ``head`` (its first bytes, stored
+        compressed), then, where ``stamp`` is given, stamped bytes up to ``size``: byte
+        ``len(head) + i`` is stamp byte ``stamp.offset + i`` (the storm's ``.metadata``: its
+        listing, then stamped padding)."""
+        record: dict[str, Any] = {
+            "kind": "content",
+            "path": self.relative(path),
+            "bytes": int(size),
+            "head_bytes": len(head),
+            "head_zlib": base64.b64encode(zlib.compress(head, 6)).decode("ascii"),
+        }
+        if stamp is not None:
+            record["stamp"] = stamp.to_json()
+        self._append([record])
 
     def removed(self, paths: Sequence[str]) -> None:
         """The run itself removed these (a retention delete, a dropped round)."""
@@ -298,6 +335,10 @@ class ListedFile:
     bytes: int | None = None
     stamp: FileStamp | None = None
     meta: bool = False
+    writer: str | None = None
+    """What wrote it (``WRITERS``); None in a manifest from before writers were recorded."""
+    head: builtins.bytes | None = None
+    """Its first bytes exactly as written (``add_content``); the stamp covers the rest."""
     """The run's bookkeeping (the lease): removed by ``clean``, never verified."""
 
 
@@ -380,12 +421,24 @@ def _apply(manifest: Manifest, record: dict[str, Any], path: str, number: int) -
             record.get("bytes"),
             FileStamp.from_json(stamp) if stamp else None,
             meta=kind == "meta",
+            writer=record.get("writer"),
         )
         manifest.removed.discard(record["path"])
-    elif kind == "size":
-        sized = manifest.files.get(record["path"])
-        if sized is not None:
-            sized.bytes = int(record["bytes"])
+    elif kind == "content":
+        entry = manifest.files.get(record["path"])
+        if entry is not None:
+            try:
+                head = zlib.decompress(base64.b64decode(record["head_zlib"]))
+            except (ValueError, zlib.error, KeyError):
+                raise ManifestError(f"{path}: line {number}: unreadable content record") from None
+            stamp = record.get("stamp")
+            entry.head = head
+            entry.stamp = FileStamp.from_json(stamp) if stamp else None
+            entry.bytes = int(record["bytes"])
+    elif kind == "size":  # written by suites before content lines
+        entry = manifest.files.get(record["path"])
+        if entry is not None:
+            entry.bytes = int(record["bytes"])
     elif kind == "removed":
         for gone in record["paths"]:
             if manifest.files.pop(gone, None) is not None:

@@ -28,7 +28,7 @@ from fsspec import AbstractFileSystem
 from ckptgate.storage.errors import TargetError
 from ckptgate.storage.fsfacts import is_local
 from ckptgate.storage.janitor import Janitor, TargetHung
-from ckptgate.storage.manifest import FileStamp, ManifestWriter
+from ckptgate.storage.manifest import FileStamp, ManifestWriter, Writer
 
 __all__ = ["RunDirectory", "StampedFile", "run_dir_name"]
 
@@ -200,13 +200,16 @@ class RunDirectory:
         paths: list[str] | tuple[str, ...],
         stamps: Sequence[FileStamp | None] | None = None,
         sizes: Sequence[int | None] | None = None,
+        *,
+        writer: Writer | None = None,
     ) -> None:
         """Record files that the run is about to create, before any rank creates them.
 
         Only paths inside the run directory: the run writes nowhere else. ``stamps[i]`` is
         what recomputes ``paths[i]``'s bytes (None for a file the suite does not stamp) and
-        ``sizes[i]`` its size in bytes (None where not known yet: ``record_sizes`` later);
-        both go into the manifest, fsynced before this returns.
+        ``sizes[i]`` its size in bytes (None where not known yet: ``record_content`` later);
+        both go into the manifest with ``writer`` (what writes them), fsynced before this
+        returns.
         """
         inside = f"{self.run_dir}/" if self.run_dir else None
         outside = [p for p in paths if inside is None or not p.startswith(inside)]
@@ -216,32 +219,31 @@ class RunDirectory:
             if given is not None and len(given) != len(paths):
                 raise ValueError(f"{len(given)} {name} for {len(paths)} paths")
         if self.manifest is not None:
-            self.manifest.add_files(list(paths), stamps, sizes)
+            self.manifest.add_files(list(paths), stamps, sizes, writer=writer)
         self.files.extend(paths)
 
-    def register_shards(self, shards: Sequence[StampedFile]) -> None:
-        """``register`` for stamped files that know their writer (``ShardFile``): each with
-        its stamp (run id, global rank, transfer size, stamp offset) and its size."""
+    def register_shards(self, shards: Sequence[StampedFile], *, writer: Writer) -> None:
+        """``register`` for stamped files that know their global rank (``ShardFile``): each
+        with its stamp (run id, global rank, transfer size, stamp offset) and its size."""
         self.register(
             [s.path for s in shards],
             stamps=[
                 FileStamp(s.run_id, s.global_rank, s.transfer_bytes, s.stamp_offset) for s in shards
             ],
             sizes=[s.bytes for s in shards],
+            writer=writer,
         )
 
-    def record_sizes(self, paths: list[str] | tuple[str, ...]) -> None:
-        """Record in the manifest the sizes of registered files the run has finished, whose
-        size was not known at registration (the storm's ``.metadata``)."""
-        registered = set(self.files)
-        unknown = [p for p in paths if p not in registered]
-        if unknown:
-            raise ValueError(f"{unknown[0]}: this run did not register it")
+    def record_content(self, path: str, head: bytes, stamp: FileStamp | None) -> None:
+        """Record a finished file's exact content for ``ckptgate verify``: its ``head`` bytes,
+        then bytes stamped by ``stamp`` to its end (``ManifestWriter.add_content``)."""
+        if path not in self.files:
+            raise ValueError(f"{path}: this run did not register it")
         if self.manifest is not None:
-            self.manifest.add_sizes(list(paths), [self.fs.size(p) for p in paths])
+            self.manifest.add_content(path, head, stamp, self.fs.size(path))
 
-    def claim_tree(self, directory: str) -> int:
-        """Register what a third-party writer (PyTorch DCP) made inside a directory of ours.
+    def claim_tree(self, directory: str, *, writer: Writer) -> int:
+        """Register what a third-party ``writer`` (PyTorch DCP) made inside a directory of ours.
 
         Such a writer names its own files, so they cannot be registered before they exist;
         ``directory`` must be one this run made, so everything below it is the run's.
@@ -256,7 +258,7 @@ class RunDirectory:
                 # not stamped by the suite: listed with their sizes, which verify checks
                 self.manifest.add_dirs(new_dirs)
                 sizes = [int(files[name].get("size") or 0) for name in files]
-                self.manifest.add_files(new_files, sizes=sizes)
+                self.manifest.add_files(new_files, sizes=sizes, writer=writer)
             self.dirs.extend(new_dirs)
             self.files.extend(new_files)
             claimed += len(files)

@@ -84,7 +84,7 @@ class Target:
         self.new_local_dir = self.run.new_local_dir
         self.register = self.run.register
         self.register_shards = self.run.register_shards
-        self.record_sizes = self.run.record_sizes
+        self.record_content = self.run.record_content
         self.claim_tree = self.run.claim_tree
         self.start_lease = self.lease.start
         self.remove_files = self.removal.remove_files

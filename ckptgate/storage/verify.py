@@ -4,10 +4,12 @@ A lying fsync cannot be seen from the client that called it: the page cache serv
 never persisted. A run kept with ``--keep`` can be checked after a power cut or a failover of
 the storage instead: ``ckptgate verify RUN_DIR`` reads each node's manifest part (by name: the
 directory is never listed), then each listed file, and recomputes every stamped byte from the
-stamp (run id, global rank, transfer size; ``ckptgate.engine.datagen``). A file the suite did
-not stamp (PyTorch DCP's own) is checked by its size alone, and the summary says how many.
-Every problem is one line naming the file and, for a wrong byte, the first bad offset of each
-transfer-sized piece.
+stamp (run id, global rank, transfer size; ``ckptgate.engine.datagen``); a file with a content
+line (the metadata storm's ``.metadata``: a listing, then stamped padding) is checked byte for
+byte against its recorded head, then its stamp. A file the suite did not write (PyTorch DCP's
+own) is checked by its size alone, and the summary says how many and what wrote them. Every
+problem is one line naming the file, what wrote it and, for a wrong byte, the first bad offset
+(of each transfer-sized piece).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import numpy as np
 from ckptgate.engine.datagen import BlockStamper, DataMismatch, StampKey
 from ckptgate.storage.manifest import ListedFile, ManifestError, read_run_manifests
 
+UNRECORDED = "writer not recorded"
+"""A file's writer in a manifest written before writers were recorded."""
+
 MAX_PROBLEMS_PER_FILE = 16
 """A file that is wrong throughout names its first this many bad pieces, then a count."""
 
@@ -33,9 +38,13 @@ class Problem:
     path: str
     offset: int | None
     what: str
+    writer: str | None = None
+    """What wrote the file, as the manifest says (None: not recorded)."""
 
     def line(self) -> str:
-        where = f"{self.path} at offset {self.offset}" if self.offset is not None else self.path
+        where = f"{self.path} ({self.writer})" if self.writer else self.path
+        if self.offset is not None:
+            where += f" at offset {self.offset}"
         return f"{where}: {self.what}"
 
 
@@ -53,6 +62,10 @@ class VerifyReport:
     verified_bytes: int = 0
     parts: int = 0
     notes: list[str] = field(default_factory=list)
+    writers: dict[str, int] = field(default_factory=dict)
+    """Files per writer (``storage.manifest.Writer``; ``unrecorded`` for an older manifest)."""
+    size_only_writers: dict[str, int] = field(default_factory=dict)
+    """The size-only files per writer."""
 
     @property
     def ok(self) -> bool:
@@ -60,15 +73,17 @@ class VerifyReport:
 
     def summary(self) -> str:
         verdict = "verified" if self.ok else f"FAILED: {len(self.problems)} problem(s)"
+        written = ", ".join(f"{w}: {n}" for w, n in self.writers.items())
         words = [
             f"ckptgate verify {self.run_dir}: {verdict}",
-            f"{self.files} files in {self.parts} manifest part(s)",
+            f"{self.files} files in {self.parts} manifest part(s)"
+            + (f" ({written})" if written else ""),
             f"{self.stamped_files} stamped, every byte checked ({self.verified_bytes:,} B)",
         ]
         if self.size_only_files:
+            by = ", ".join(f"{w}: {n}" for w, n in self.size_only_writers.items())
             words.append(
-                f"{self.size_only_files} not stamped by the suite (PyTorch DCP's), size checked "
-                "only"
+                f"{self.size_only_files} not stamped by the suite ({by}), size checked only"
             )
         if self.unchecked_files:
             words.append(f"{self.unchecked_files} with no recorded size, existence checked only")
@@ -85,7 +100,8 @@ def verify_run(
     report = VerifyReport(run_dir, parts=len(parts))
 
     def problem(path: str, offset: int | None, what: str) -> None:
-        found = Problem(path, offset, what)
+        listed = next((p.files[path] for p in parts if path in p.files), None)
+        found = Problem(path, offset, what, listed.writer if listed else None)
         report.problems.append(found)
         if on_problem is not None:
             on_problem(found)
@@ -104,6 +120,8 @@ def verify_run(
             if listed.meta:
                 continue
             report.files += 1
+            writer = listed.writer or UNRECORDED
+            report.writers[writer] = report.writers.get(writer, 0) + 1
             _verify_file(run_dir, listed, report, problem)
     return report
 
@@ -123,11 +141,13 @@ def _verify_file(
     except OSError as error:
         problem(listed.path, None, f"cannot stat ({error.strerror})")
         return
-    if listed.stamp is None:
+    if listed.stamp is None and listed.head is None:
         if listed.bytes is None:
             report.unchecked_files += 1
         else:
             report.size_only_files += 1
+            writer = listed.writer or UNRECORDED
+            report.size_only_writers[writer] = report.size_only_writers.get(writer, 0) + 1
             if size != listed.bytes:
                 problem(listed.path, None, f"size {size:,} B, the run wrote {listed.bytes:,} B")
         return
@@ -137,17 +157,60 @@ def _verify_file(
         problem(listed.path, size, f"truncated: file ends at {size:,} B, wrote {expected:,} B")
     elif size > expected:
         problem(listed.path, expected, f"longer than written: {size:,} B, wrote {expected:,} B")
-    _verify_bytes(path, listed, min(size, expected), report, problem)
+    start = 0
+    if listed.head is not None:
+        start = _verify_head(path, listed, listed.head, report, problem)
+        if start < 0:
+            return
+    if listed.stamp is not None:
+        _verify_bytes(path, listed, start, min(size, expected), report, problem)
+
+
+def _verify_head(
+    path: str,
+    listed: ListedFile,
+    head: bytes,
+    report: VerifyReport,
+    problem: Callable[[str, int | None, str], None],
+) -> int:
+    """Compare the file's first bytes with the recorded ``head``; return where the stamped
+    rest begins (-1 where the file could not be read)."""
+    try:
+        with open(path, "rb") as handle:
+            got = handle.read(len(head))
+    except OSError as error:
+        problem(listed.path, None, f"cannot read ({error.strerror})")
+        return -1
+    if got == head:
+        report.verified_bytes += len(head)
+        return len(head)
+    width = min(len(got), len(head))
+    differs = np.flatnonzero(
+        np.frombuffer(got[:width], np.uint8) != np.frombuffer(head[:width], np.uint8)
+    )
+    if differs.size:
+        first = int(differs[0])
+        problem(
+            listed.path,
+            first,
+            f"byte differs from what the run wrote (read 0x{got[first]:02x}, wrote "
+            f"0x{head[first]:02x}; {differs.size} byte(s) of its first {len(head):,} differ)",
+        )
+    else:
+        problem(listed.path, len(got), "read ended early (file shrank?)")
+    return len(head)
 
 
 def _verify_bytes(
     path: str,
     listed: ListedFile,
+    start: int,
     length: int,
     report: VerifyReport,
     problem: Callable[[str, int | None, str], None],
 ) -> None:
-    """Read ``[0, length)`` in transfer-sized pieces on the stamp grid and verify each."""
+    """Read ``[start, length)`` in transfer-sized pieces on the stamp grid and verify each
+    (byte ``start + i`` is stamp byte ``stamp.offset + i``)."""
     stamp = listed.stamp
     assert stamp is not None
     stamper = BlockStamper(StampKey(stamp.run_id, stamp.global_rank), stamp.transfer_bytes)
@@ -162,11 +225,12 @@ def _verify_bytes(
         problem(listed.path, None, f"cannot open ({error.strerror})")
         return
     try:
-        position = 0
+        handle.seek(start)
+        position = start
         while position < length:
             # pieces end on the stamp grid (the stamp offset of the file's first byte may lie
             # off it), so each whole piece takes the hashing path
-            stamp_at = stamp.offset + position
+            stamp_at = stamp.offset + position - start
             take = min(step - stamp_at % step, length - position)
             got = handle.readinto(view[:take]) or 0
             if got < take:

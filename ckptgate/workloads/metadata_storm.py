@@ -57,6 +57,7 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.storage.manifest import FileStamp
 from ckptgate.workloads.fileplan import FilePlan, shard_file_name
 
 METADATA_NAME = ".metadata"
@@ -482,6 +483,24 @@ def manifest_bytes(files: Sequence[StormFile], write_bytes: int) -> bytes:
     return json.dumps({"version": 1, "files": entries}, separators=(",", ":")).encode() + b"\n"
 
 
+def commit_content(
+    files: Sequence[StormFile],
+    *,
+    write_bytes: int = WRITE_BYTES,
+    metadata_bytes: int = 0,
+    run_id: int = 0,
+    transfer_bytes: int = PADDING_TRANSFER_BYTES,
+) -> tuple[bytes, FileStamp | None]:
+    """What the commit writes into ``.metadata``: the listing, then (where ``metadata_bytes``
+    is larger) stamped padding from stamp offset 0 of (run id, ``METADATA_STAMP_RANK``), as
+    ``commit_task`` writes it; the manifest's content line, so ``ckptgate verify`` checks
+    every byte of the commit."""
+    head = manifest_bytes(files, write_bytes)
+    if metadata_bytes <= len(head):
+        return head, None
+    return head, FileStamp(run_id, METADATA_STAMP_RANK, transfer_bytes, 0)
+
+
 def read_manifest(data: bytes) -> dict[str, Any]:
     """The listing at the head of a committed ``.metadata`` (the padding after it ignored)."""
     return json.loads(data.split(b"\n", 1)[0])
@@ -552,7 +571,10 @@ def run_commit(
     """The coordinator's commit once every rank's files are closed: ``.metadata.tmp`` written
     (the listing, padded with stamped bytes to ``metadata_bytes``: DCP's size for the
     profile), fsynced, closed, renamed to ``.metadata``, directory synced (one rank)."""
-    manifest = manifest_bytes(files, write_bytes)
+    manifest, _ = commit_content(
+        files, write_bytes=write_bytes, metadata_bytes=metadata_bytes, run_id=run_id,
+        transfer_bytes=transfer_bytes,
+    )  # fmt: skip
     task = {
         "spec": spec,
         "directory": directory,

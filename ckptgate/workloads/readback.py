@@ -322,6 +322,21 @@ class Verification:
         }
 
 
+def merge_verifications(parts: Sequence[Verification | None]) -> Verification | None:
+    """Every node's verification of one read burst as one (bytes summed, the slowest node's
+    seconds, residency weighted by bytes); None where no node verified."""
+    known = [v for v in parts if v is not None]
+    if not known:
+        return None
+    whens = sorted({v.when for v in known})
+    return Verification(
+        " / ".join(whens),
+        sum(v.bytes for v in known),
+        max(v.seconds for v in known),
+        _weighted([(v.bytes, v.resident_fraction) for v in known]),
+    )
+
+
 def verify_after_read(
     pool: RankPool,
     spec: BackendSpec,

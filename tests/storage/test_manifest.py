@@ -19,6 +19,7 @@ from ckptgate.storage.lease import FORCE_STALE_AFTER_S, LEASE_FRESH_S, LeaseKeep
 from ckptgate.storage.manifest import (
     FileStamp,
     ProcessId,
+    Writer,
     lease_name,
     manifest_name,
     read_manifest,
@@ -26,11 +27,13 @@ from ckptgate.storage.manifest import (
 from ckptgate.storage.runs import find_runs, judge_run
 from ckptgate.storage.target import Target
 from ckptgate.storage.verify import verify_run
+from ckptgate.workloads.metadata_storm import METADATA_STAMP_RANK
 from ckptgate.workloads.write_burst import ShardFile
 
 KiB = 1024
 RUN_ID = 77
 TRANSFER = 64 * KiB
+COMMIT_PADDING = 5000
 
 
 def _write_stamped(path: str, stamp: FileStamp, size: int) -> None:
@@ -57,18 +60,31 @@ def _kept_run(root: Path) -> Target:
         ShardFile(1, f"{write}/__1_0.distcp", 2 * TRANSFER + 1000, RUN_ID, TRANSFER),
         ShardFile(2, f"{write}/__2_0.distcp", TRANSFER, RUN_ID, TRANSFER),
     ]
-    target.register_shards(shards)
+    target.register_shards(shards, writer=Writer.WRITE_BURST)
     for shard in shards:
         _write_stamped(shard.path, FileStamp(RUN_ID, shard.global_rank, TRANSFER), shard.bytes)
     target.remove_files([shards[2].path])  # an older checkpoint the run deleted
     storm = target.new_dir("metadata")
     storm_stamp = FileStamp(RUN_ID, 3, 4 * KiB, offset=5 * 4 * KiB)
-    target.register([f"{storm}/__3_5.distcp"], stamps=[storm_stamp], sizes=[4 * KiB])
+    target.register(
+        [f"{storm}/__3_5.distcp"], stamps=[storm_stamp], sizes=[4 * KiB], writer=Writer.STORM
+    )
     _write_stamped(f"{storm}/__3_5.distcp", storm_stamp, 4 * KiB)
+    # the storm's commit: a listing, then stamped padding (as commit_task writes it)
+    commit = f"{storm}/.metadata"
+    target.register([commit], writer=Writer.STORM_COMMIT)
+    head, padding = (
+        b'{"files":["__3_5.distcp"]}\n',
+        FileStamp(RUN_ID, METADATA_STAMP_RANK, TRANSFER),
+    )
+    _write_stamped(commit, padding, COMMIT_PADDING)
+    data = Path(commit).read_bytes()
+    Path(commit).write_bytes(head + data)
+    target.record_content(commit, head, padding)
     dcp = target.new_local_dir("dcp-0")
     Path(dcp, "__0_0.distcp").write_bytes(b"d" * 5000)
     Path(dcp, ".metadata").write_bytes(b"m" * 300)
-    target.claim_tree(dcp)
+    target.claim_tree(dcp, writer=Writer.DCP)
     target.keep()
     return target
 
@@ -83,9 +99,28 @@ def kept(tmp_path: Path) -> Iterator[Path]:
 def test_a_kept_run_verifies_every_listed_byte(kept: Path) -> None:
     report = verify_run(str(kept))
     assert report.ok, [p.line() for p in report.problems]
-    assert (report.files, report.stamped_files, report.size_only_files) == (5, 3, 2)
-    assert report.verified_bytes == 3 * TRANSFER + 2 * TRANSFER + 1000 + 4 * KiB
-    assert "size checked only" in report.summary()
+    assert (report.files, report.stamped_files, report.size_only_files) == (6, 4, 2)
+    head = len(b'{"files":["__3_5.distcp"]}\n')
+    written = 3 * TRANSFER + 2 * TRANSFER + 1000 + 4 * KiB + head + COMMIT_PADDING
+    assert report.verified_bytes == written
+    summary = report.summary()
+    assert "not stamped by the suite (PyTorch DCP: 2), size checked only" in summary
+    assert "(write burst: 2, metadata storm: 1, metadata storm's commit (.metadata): 1, " in summary
+
+
+@pytest.mark.parametrize("offset", [7, 40, 3000], ids=["in-listing", "in-padding", "deep"])
+def test_a_flipped_byte_in_the_storms_commit_is_named_with_file_writer_and_offset(
+    kept: Path, offset: int
+) -> None:
+    path = kept / "metadata" / ".metadata"
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x10
+    path.write_bytes(data)
+    (problem,) = verify_run(str(kept)).problems
+    assert (problem.path, problem.offset) == ("metadata/.metadata", offset)
+    assert problem.line().startswith(
+        f"metadata/.metadata (metadata storm's commit (.metadata)) at offset {offset}: byte "
+    )
 
 
 def test_the_manifest_lists_stamps_sizes_and_who_ran(kept: Path) -> None:
@@ -112,7 +147,9 @@ def test_a_corrupted_byte_is_named_with_file_and_offset(
     shard.write_bytes(data)
     assert main(["verify", str(kept)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith(f"ckptgate verify: write/__0_0.distcp at offset {TRANSFER + 4097}: ")
+    assert out[0].startswith(
+        f"ckptgate verify: write/__0_0.distcp (write burst) at offset {TRANSFER + 4097}: "
+    )
     assert "FAILED: 1 problem(s)" in out[-1]
 
 
@@ -134,10 +171,10 @@ def test_a_missing_and_a_truncated_file_are_named(kept: Path) -> None:
     (kept / "dcp-0" / ".metadata").write_bytes(b"short")
     lines = [p.line() for p in verify_run(str(kept)).problems]
     assert lines == [
-        "write/__0_0.distcp: missing (the manifest lists it)",
-        f"write/__1_0.distcp at offset {TRANSFER + 10}: truncated: file ends at 65,546 B, "
-        "wrote 132,072 B",
-        "dcp-0/.metadata: size 5 B, the run wrote 300 B",
+        "write/__0_0.distcp (write burst): missing (the manifest lists it)",
+        f"write/__1_0.distcp (write burst) at offset {TRANSFER + 10}: truncated: file ends at "
+        "65,546 B, wrote 132,072 B",
+        "dcp-0/.metadata (PyTorch DCP): size 5 B, the run wrote 300 B",
     ]
 
 
@@ -160,7 +197,7 @@ def test_verify_reads_nothing_outside_the_manifest(kept: Path) -> None:
     opened = {os.path.relpath(str(p), kept) for e, p in seen if e == "open" and str(p)[0] == "/"}
     opened = {p for p in opened if not p.startswith("..")}
     listed = read_manifest(str(kept / manifest_name(0))).files
-    stamped = {p for p, f in listed.items() if f.stamp is not None}
+    stamped = {p for p, f in listed.items() if f.stamp is not None or f.head is not None}
     assert opened == stamped | {manifest_name(0)}  # the others are stat'ed for their size
     assert not [p for e, p in seen if e != "open" and str(kept) in str(p)]
 
@@ -187,7 +224,7 @@ def _dead_run(root: Path, *, host: str | None = None, lease_time: float | None =
     assert target.run_dir is not None and target.manifest is not None
     write = target.new_dir("write")
     shard = ShardFile(0, f"{write}/__0_0.distcp", TRANSFER, RUN_ID, TRANSFER)
-    target.register_shards([shard])
+    target.register_shards([shard], writer=Writer.WRITE_BURST)
     _write_stamped(shard.path, FileStamp(RUN_ID, 0, TRANSFER), TRANSFER)
     lease = LeaseKeeper(target.run_dir, 0, clock=lambda: lease_time or 1_000.0)
     lease.write()

@@ -187,3 +187,17 @@ def test_a_corrupted_byte_in_a_later_file_names_that_file_and_its_own_offset(
     with pytest.raises(RankFailure, match="DataMismatch") as failure:
         run_readback(pool, LOCAL, split_shards, timeout_s=60, direct=direct)
     assert f"{victim.path}: byte at offset {offset} differs" in str(failure.value)
+
+
+def test_every_nodes_verification_merges_into_one_record() -> None:
+    from ckptgate.workloads.readback import Verification, merge_verifications
+
+    merged = merge_verifications(
+        [
+            Verification("after the read", 300, 0.5, 1.0),
+            None,
+            Verification("after the read", 100, 2.0, 0.0),
+        ]
+    )
+    assert merged == Verification("after the read", 400, 2.0, 0.75)
+    assert merge_verifications([None, None]) is None
