@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptgate.checks.write import WriteCampaign, persist_item, stall_item
-from ckptgate.cluster.nodes import pool_gate, run_everywhere
+from ckptgate.cluster.nodes import pool_cancel, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import BurstResult, merge_nodes
 from ckptgate.report.items import Item, judge
@@ -101,7 +101,12 @@ def reader_pool(campaign: WriteCampaign) -> RankPool | None:
     if run.readers == 0:
         return None
     gate = pool_gate(campaign.ctx.nodes)
-    return RankPool(run.readers, gate=gate, stall_timeout_s=run.stall_timeout_s)
+    return RankPool(
+        run.readers,
+        gate=gate,
+        stall_timeout_s=run.stall_timeout_s,
+        cancelled=pool_cancel(campaign.ctx.nodes),
+    )
 
 
 @contextmanager

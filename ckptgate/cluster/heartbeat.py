@@ -87,6 +87,13 @@ class Liveness:
         with self._lock:
             return dict(self._progress)
 
+    def note(self, notice: str) -> None:
+        """This node's own notice (its watchdog named a silent peer): from now on every
+        collective here raises it, as it does node 0's (the first one stays)."""
+        with self._lock:
+            if self._notice is None:
+                self._notice = notice
+
     @property
     def notice(self) -> str | None:
         """What node 0 said went wrong (who it named), once it did; None before."""
@@ -97,9 +104,11 @@ class Liveness:
         with self._lock:
             return self._last.get(peer)
 
-    def silent(self, peers: Iterable[int], limit_s: float) -> list[int]:
-        """The ``peers`` this node hears from that sent nothing for ``limit_s`` or longer."""
-        if self.refresh is not None:
+    def silent(self, peers: Iterable[int], limit_s: float, refresh: bool = True) -> list[int]:
+        """The ``peers`` this node hears from that sent nothing for ``limit_s`` or longer
+        (``refresh``: drain what arrived first; the watchdog, which makes no MPI call, does
+        not)."""
+        if refresh and self.refresh is not None:
             self.refresh()
         now = self.clock()
         with self._lock:
@@ -133,6 +142,9 @@ class Heartbeat:
         self.failed: str | None = None
         self.progress: Callable[[], Any] | None = None
         self._notice: str | None = None
+        self.drained_mono: float | None = None
+        """When the thread last finished a drain (``time.monotonic``): a watchdog tells a
+        silent peer from a heartbeat thread of its own stuck in MPI."""
         self._sends: dict[int, Any] = {}
         self._drain_lock = threading.Lock()
         self._stop = threading.Event()
@@ -193,6 +205,7 @@ class Heartbeat:
                     self.beat()
                     next_beat = now + self.beat_s
                 self.drain()
+                self.drained_mono = time.monotonic()
         except Exception as error:  # an MPI error: this node's peers will call it silent
             self.failed = f"{type(error).__name__}: {error}"
 

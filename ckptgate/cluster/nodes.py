@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ckptgate.cluster.heartbeat import BEAT_S, Heartbeat, Liveness
+from ckptgate.cluster.watchdog import Watchdog
 from ckptgate.engine.pool import RankFailure, StartGate
 
 T = TypeVar("T")
@@ -176,6 +177,9 @@ class MpiNodes:
         self.liveness = liveness
         self.heartbeat: Heartbeat | None = None
         self.stall_timeout_s: float | None = None
+        self.watchdog: Watchdog | None = None
+        """Names silent peers and ends a process that outlives a broken run (with a
+        heartbeat and a stall timeout)."""
         self.thread_level_note: str | None = None
         """Why there is no heartbeat (the MPI thread level), where there is none."""
         self._clock = clock
@@ -183,10 +187,35 @@ class MpiNodes:
         self._sequence = 0
 
     def set_stall_timeout(self, stall_timeout_s: float | None) -> None:
-        """From now on a peer silent this long is named at once (None: deadlines alone)."""
+        """From now on a peer silent this long is named at once (None: deadlines alone), by
+        a collective waiting for it or by the watchdog (``cluster.watchdog``), which also
+        ends this process if it outlives a broken run."""
         if stall_timeout_s is not None and stall_timeout_s <= 0:
             raise ValueError(f"stall_timeout_s must be positive, got {stall_timeout_s}")
         self.stall_timeout_s = stall_timeout_s
+        heartbeat = self.heartbeat
+        if self.watchdog is not None:
+            self.watchdog.stop()
+            self.watchdog = None
+        if stall_timeout_s is None or heartbeat is None or self.liveness is None:
+            return
+        self.watchdog = Watchdog(
+            self.liveness,
+            heartbeat.peers,
+            stall_timeout_s,
+            name=self._name,
+            declare=heartbeat.declare if self.index == 0 else None,
+            broken=lambda: self.broken,
+            drained=lambda: heartbeat.drained_mono,
+        )
+        self.watchdog.start()
+
+    def stopping(self) -> str | None:
+        """Why the run stopped (a node named lost), once this node knows; None before: what
+        the rank pool stops a running burst on (``RankPool.cancelled``)."""
+        if self.liveness is None:
+            return None
+        return self.liveness.notice
 
     def liveness_text(self) -> str:
         """One line for the report header: how a dead or frozen node is named."""
@@ -398,9 +427,18 @@ class MpiNodes:
         self.comm.Abort(code)
 
     def stop_heartbeat(self) -> None:
-        """Stop the heartbeat thread (bounded, idempotent; also at exit, before MPI finalizes)."""
+        """Stop the heartbeat thread (bounded, idempotent; also at exit, before MPI finalizes),
+        and the watchdog with it (without beats every peer would look silent)."""
+        if self.watchdog is not None:
+            self.watchdog.stop()
         if self.heartbeat is not None:
             self.heartbeat.stop()
+
+
+def pool_cancel(nodes: Nodes) -> Callable[[], str | None] | None:
+    """The rank pool's ``cancelled``: a running burst stops once this node knows a node was
+    named lost (None: one node, or no heartbeat)."""
+    return getattr(nodes, "stopping", None)
 
 
 def pool_gate(nodes: Nodes) -> StartGate | None:
