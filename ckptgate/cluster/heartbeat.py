@@ -59,7 +59,7 @@ class Liveness:
         self,
         hears: Iterable[int],
         clock: Callable[[], float] = time.monotonic,
-        refresh: Callable[[], None] | None = None,
+        refresh: Callable[[], object] | None = None,
     ) -> None:
         self.clock = clock
         self.refresh = refresh
