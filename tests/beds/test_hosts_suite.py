@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,3 +196,93 @@ def test_nodes_that_disagree_on_the_profile_are_refused_naming_the_key(bed: Host
     assert "the nodes disagree on the run (nodes 0 vs nodes 1)" in result.stderr
     assert "profile.checkpoint.interval_s (60.0 / 61.0)" in result.stderr
     assert os.listdir(bed.export) == []
+
+
+STALL_S = 60.0
+"""``run.stall_timeout_s`` at every shipped profile's defaults."""
+NAMED_WITHIN_S = STALL_S + 15.0
+"""Node 0 names the lost node within the stall timeout plus a few seconds (its last beat, the
+watchdog's margin and look, a busy machine)."""
+ENDED_WITHIN_S = 200.0
+"""Every surviving suite process ends within this of the link going down: the watchdog's
+bound (``cluster.watchdog``: 155 s at a 60 s stall timeout) plus the abort's grace and slack."""
+
+
+def _timed_lines(job: subprocess.Popen[str], lines: list[tuple[float, str]]) -> None:
+    assert job.stdout is not None
+    for line in job.stdout:
+        lines.append((time.monotonic(), line.rstrip()))
+
+
+def _suite_processes(bed: HostBed, host: str) -> list[int]:
+    """The suite's processes on ``host`` (pytest and its rank processes): all but its sshfs
+    and OpenMPI's daemon (the launcher's, which the README's keepalives bound)."""
+    found = []
+    for pid in bed.pids(host, "tasks"):
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm not in ("orted", "prted", "nsenter", "sh", "bash"):
+            found.append(pid)
+    return found
+
+
+def test_a_lost_link_at_default_keepalives_is_named_and_every_suite_process_ends() -> None:
+    """Issue 22's run: three hosts, the tmpfs profile's defaults, run.timeout_floor_s=30,
+    OpenMPI's default keepalives and no sysctl tuning; node 1's link goes down mid-burst."""
+    with host_bed(clients=3) as bed:
+        argv = suite(bed, "--set", "run.timeout_floor_s=30", "--ranks=1", "--set", "run.rounds=200",
+                     "ckptgate/acceptance/test_write_burst.py")  # fmt: skip
+        command = bed.mpirun_command(argv)
+        command.insert(command.index("mpirun") + 1, "--tag-output")  # whose line is whose
+        job = bed._spawn(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+        lines: list[tuple[float, str]] = []
+        reader = threading.Thread(target=_timed_lines, args=(job, lines), daemon=True)
+        reader.start()
+        try:
+            _lose_node_1(bed, job, lines)
+        finally:  # mpirun may still wait for node 1's daemon: end it, and close its pipe
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(job.pid, signal.SIGKILL)
+            job.wait(timeout=30)
+            reader.join(timeout=30)
+            assert job.stdout is not None
+            job.stdout.close()
+
+
+def _lose_node_1(bed: HostBed, job: subprocess.Popen[str], lines: list[tuple[float, str]]) -> None:
+    """Take node 1's link down mid-burst; assert node 0 names it and the others end."""
+    deadline = time.monotonic() + 90
+    while not list(bed.export.glob("ckptgate-*/write/step-2")):
+        if job.poll() is not None or time.monotonic() > deadline:
+            pytest.fail("the job never reached its second round:\n" + _tail(lines))
+        time.sleep(0.05)
+    down = time.monotonic()
+    bed.link_down(bed.clients[1])
+    survivors = [bed.clients[0], bed.clients[2]]
+    ended: dict[str, float] = {}
+    while len(ended) < len(survivors) and time.monotonic() - down < ENDED_WITHIN_S:
+        for host in survivors:
+            if host not in ended and not _suite_processes(bed, host):
+                ended[host] = time.monotonic() - down
+        time.sleep(0.5)
+    named = [
+        t - down
+        for t, line in list(lines)
+        if line.startswith("[1,0]") and "node 1 (node1)" in line and "no sign of life" in line
+    ]
+    # mpirun itself may wait minutes more for node 1's daemon (OpenMPI's keepalives): the
+    # README says how to bound it; the bed's teardown ends it.
+    assert named, "node 0 named nobody:\n" + _tail(lines)
+    assert named[0] < NAMED_WITHIN_S, f"named {named[0]:.0f} s after the link went down"
+    assert set(ended) == set(survivors), (
+        f"suite processes still alive {ENDED_WITHIN_S:.0f} s after the link went down: "
+        f"{ {h: _suite_processes(bed, h) for h in survivors if h not in ended} }\n" + _tail(lines)
+    )
+    print(f"node 0 named node 1 {named[0]:.1f} s after its link went down; the surviving "
+          f"nodes' suite processes ended after {ended}")  # fmt: skip
+
+
+def _tail(lines: list[tuple[float, str]]) -> str:
+    return "\n".join(line for _, line in lines[-60:])
