@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -275,9 +276,11 @@ def registry_runs(
         if how == "apart" and not entry["fs"].same_as(identity):
             continue
         manifest = Manifest(f"{registry.directory}/{entry['entry']}", dict(entry["header"]))
-        part = judge_part(manifest, None, now=0.0, here=here, fresh_s=float("inf"))
-        if not same_machine(manifest.process, here) or part.state != "live":
-            continue  # dead, or another host's (its lease on the shared target speaks for it)
+        if not same_machine(manifest.process, here):
+            continue  # another host's (sharing this directory): its lease speaks for it
+        part = judge_part(manifest, None, now=time.time(), here=here)
+        if part.state != "live":
+            continue  # its process is gone: provably dead, and it shares nothing now
         run = RunState(str(entry["run_dir"]), [part], [manifest])
         run.relation = "same filesystem" if how == "apart" else how
         runs.append(run)
