@@ -201,8 +201,10 @@ class HostRegistry:
     holding its manifest header (host, pid, start), its target and filesystem identity.
 
     Written (temporary file, then rename) once the run's lease starts, removed when the run
-    ends; an entry whose process is gone is judged dead and ignored, never removed (it is
-    another run's; the directory is on a runtime filesystem cleared at boot).
+    ends. An entry whose process is provably gone (this host, no such process, or another one
+    under its pid: a run killed by SIGKILL, a node ended by its watchdog) is the suite's own
+    bookkeeping of a dead process, not a run's file: the next run removes it (``forget``),
+    as a stale pid file goes; a run's files on the target stay for ``ckptgate clean``.
     """
 
     def __init__(self, directory: str | None = None) -> None:
@@ -242,6 +244,11 @@ class HostRegistry:
                 os.unlink(self.path)
             self.path = None
 
+    def forget(self, entry: str) -> None:
+        """Remove the entry of a provably dead run's node (its file name in the registry)."""
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(self.directory, entry))
+
     def others(self, mine: str) -> list[dict[str, Any]]:
         """Every readable entry of a run other than the one whose run directory is named
         ``mine`` (its other nodes share this host's registry in a test bed)."""
@@ -279,8 +286,10 @@ def registry_runs(
         if not same_machine(manifest.process, here):
             continue  # another host's (sharing this directory): its lease speaks for it
         part = judge_part(manifest, None, now=time.time(), here=here)
+        if part.state == "dead":
+            registry.forget(str(entry["entry"]))  # provably dead: it shares nothing now
         if part.state != "live":
-            continue  # its process is gone: provably dead, and it shares nothing now
+            continue
         run = RunState(str(entry["run_dir"]), [part], [manifest])
         run.relation = "same filesystem" if how == "apart" else how
         runs.append(run)
