@@ -507,8 +507,8 @@ def _teardown(bed: HostBed) -> list[str]:
     for host in bed.hosts.values():
         for path in (host.mount_ns, host.uts_ns):
             if path is not None and _is_mount(path):
-                done = subprocess.run(["umount", path], capture_output=True, timeout=10)
-                if done.returncode != 0:
+                unmounted = subprocess.run(["umount", path], capture_output=True, timeout=10)
+                if unmounted.returncode != 0:
                     subprocess.run(["umount", "-l", path], capture_output=True, timeout=10)
     for netns in [*(h.netns for h in bed.hosts.values()), bed.bridge_ns]:
         if netns and os.path.exists(f"/run/netns/{netns}"):

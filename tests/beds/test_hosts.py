@@ -22,7 +22,9 @@ from tests.beds.hosts import HostBed, host_bed
 ROOT = Path(__file__).resolve().parents[2]
 
 # Each test of the bed has a few seconds' work; the suite's smoke run has a minute.
-pytestmark = pytest.mark.timeout(60) if importlib.util.find_spec("pytest_timeout") else []
+pytestmark: pytest.MarkDecorator | list[pytest.MarkDecorator] = (
+    pytest.mark.timeout(60) if importlib.util.find_spec("pytest_timeout") else []
+)
 needs_mpi4py = pytest.mark.skipif(
     importlib.util.find_spec("mpi4py") is None, reason="needs mpi4py: pip install 'ckptgate[mpi]'"
 )
