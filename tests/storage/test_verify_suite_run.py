@@ -22,6 +22,7 @@ def kept_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     target.mkdir()
     result = run_pytest(
         "--profile=tmpfs", f"--target={target}", "--keep", f"--report-json={report}",
+        "--accept=trial",  # shards capped: a rehearsal, which is all this test needs
         "--set", "run.rounds=1", "--set", "run.shard_bytes_cap=4 MB",
         "--set", "run.metadata_files=64", "-p", "no:cacheprovider",
         "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_restart_read.py",
