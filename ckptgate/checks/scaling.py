@@ -35,14 +35,14 @@ from ckptgate.projection.projected import Projection, project
 from ckptgate.projection.usl import mean_interval
 from ckptgate.sizing import Requirement, format_count
 from ckptgate.workloads.fileplan import ShardFile, lanes
-from ckptgate.workloads.metadata_storm import (
+from ckptgate.workloads.readback import run_readback
+from ckptgate.workloads.storm import (
     combine_phases,
     run_metadata_storm,
     split,
     storm_files,
     verify_storm,
 )
-from ckptgate.workloads.readback import run_readback
 from ckptgate.workloads.write_burst import run_write_burst
 
 SWEEP_MODES = ("none", "nodes")

@@ -20,7 +20,7 @@ from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.sizing import derive, load_profile
 from ckptgate.storage.backend import BackendName, BackendSpec
 from ckptgate.storage.object_store import ObjectStore, object_store
-from ckptgate.workloads.metadata_storm import (
+from ckptgate.workloads.storm import (
     METADATA_NAME,
     METADATA_STAMP_RANK,
     METADATA_TMP_NAME,
