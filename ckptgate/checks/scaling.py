@@ -25,9 +25,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ckptgate.checks.campaign import WriteCampaign
 from ckptgate.checks.context import CheckContext
 from ckptgate.checks.metadata import register_storm
-from ckptgate.checks.write import WriteCampaign
 from ckptgate.cluster.nodes import Nodes, on_first, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import merge_nodes
