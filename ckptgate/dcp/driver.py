@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
 from ckptgate.dcp import worker as w
-from ckptgate.dcp.ranks import DcpRanks
+from ckptgate.dcp.ranks import STEP_TIMEOUT_S, DcpRanks
 from ckptgate.dcp.records import mismatches, span_s
 
 #: Bytes per parameter a measured checkpoint is matched against (SPEC.md: 12, 14, 16).
@@ -67,7 +67,7 @@ class DcpConfig:
     checkpointer: str = "thread"
     async_types: tuple[str, ...] = CHECKPOINTER_TYPES
     seed: int = 0
-    step_timeout_s: float = 300.0
+    step_timeout_s: float = STEP_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if self.bytes_per_parameter not in KNOWN_BYTES_PER_PARAMETER:

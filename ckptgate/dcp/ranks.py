@@ -21,6 +21,8 @@ from ckptgate.engine.pool import RankFailure, RankPool
 
 JOIN_TIMEOUT_S = 120.0
 """How long the ranks may take to import torch and join the gloo group."""
+STEP_TIMEOUT_S = 300.0
+"""A step's deadline unless its caller sets one (``DcpConfig.step_timeout_s`` for a run)."""
 LEAVE_TIMEOUT_S = 30.0
 """How long the ranks may take to leave the group before the pool stops them regardless."""
 
@@ -77,7 +79,7 @@ class DcpRanks:
     def run(
         self,
         step: Step,
-        timeout_s: float = 300.0,
+        timeout_s: float = STEP_TIMEOUT_S,
         per_rank: Sequence[Mapping[str, Any]] | None = None,
         **kwargs: Any,
     ) -> list[DcpStep]:
