@@ -84,3 +84,19 @@ def test_a_pool_that_is_not_daemonic_lets_a_rank_start_processes() -> None:
         assert parents.run(rank_tasks.start_a_child, [{}], 60)[0]["child_exitcode"] == 0
     with RankPool(1) as daemons, pytest.raises(RankFailure, match="daemonic processes"):
         daemons.run(rank_tasks.start_a_child, [{}], 60)
+
+
+def test_a_collective_pool_that_fails_before_the_start_votes_no() -> None:
+    """A rank that fails while preparing ends a collective run before the release: this node
+    votes no at the gate, so the other nodes stand down rather than wait for it."""
+    votes: list[bool] = []
+
+    def gate(ready: bool, timeout_s: float) -> bool:
+        votes.append(ready)
+        return ready
+
+    with RankPool(RANKS, gate=gate, collective=True) as collective:
+        kwargs = [{"bad_rank": 0, "when": "before"}] * RANKS
+        with pytest.raises(RankFailure, match="rank 0: OSError"):
+            collective.run(rank_tasks.fail_on, kwargs, 600)
+    assert votes == [False]
