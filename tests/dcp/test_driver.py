@@ -1,6 +1,7 @@
 """The DCP driver, run for real: 2 gloo ranks on loopback, a ~20M-parameter model, a temp dir.
 
-One rank pool serves the whole module (ranks start once, as in the acceptance run). The full
+One rank pool serves the measuring tests (ranks start once, as in the acceptance run); the
+failure tests share a second one, which each failure restarts (the ranks join a new group). The full
 run (sync save, both async checkpointer types, three verified loads, the flipped byte) is done
 once at K = 14; K = 12 and 16 only save and measure. About 35 s on an idle 2-core machine
 (75 s measured while other jobs kept the load average at 8).
