@@ -95,7 +95,7 @@ class DcpConfig:
         checkpointer) and the model's K."""
         arch = spec.architecture
         # The sizing package may hand a mapping or its own frozen dataclass.
-        arch = asdict(arch) if is_dataclass(arch) else dict(arch)
+        arch = asdict(arch) if is_dataclass(arch) and not isinstance(arch, type) else dict(arch)
         return cls(
             architecture=arch,
             bytes_per_parameter=int(bytes_per_parameter),
