@@ -48,13 +48,13 @@ from ckptgate.sizing.units import GB, KB, MB, GiB, KiB, MiB
 from ckptgate.storage import pagecache
 from ckptgate.storage.manifest import Writer
 from ckptgate.storage.target import Target, TargetError
-from ckptgate.workloads.metadata_storm import (
+from ckptgate.workloads.readback import ReadResult, run_readback
+from ckptgate.workloads.storm import (
     run_delete_storm,
     run_metadata_storm,
     run_restore_listing,
     storm_files,
 )
-from ckptgate.workloads.readback import ReadResult, run_readback
 from ckptgate.workloads.write_burst import (
     ShardFile,
     peak_rss_bytes,

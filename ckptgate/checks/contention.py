@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ckptgate.checks.write import WriteCampaign, persist_item, stall_item
+from ckptgate.checks.campaign import WriteCampaign
+from ckptgate.checks.write import persist_item, stall_item
 from ckptgate.cluster.nodes import pool_cancel, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import BurstResult, merge_nodes

@@ -33,7 +33,8 @@ from ckptgate.sizing.checklist import BY_ID
 from ckptgate.storage.manifest import FileStamp, Writer
 from ckptgate.storage.target import Target
 from ckptgate.workloads.fileplan import FilePlan
-from ckptgate.workloads.metadata_storm import (
+from ckptgate.workloads.replay import scan_checkpoint
+from ckptgate.workloads.storm import (
     METADATA_NAME,
     WRITE_BYTES,
     Phase,
@@ -51,7 +52,6 @@ from ckptgate.workloads.metadata_storm import (
     storm_files,
     verify_storm,
 )
-from ckptgate.workloads.replay import scan_checkpoint
 
 ROUNDS = 2
 """Checkpoints made: the newer is listed and stat'ed, the older removed by the delete storm."""

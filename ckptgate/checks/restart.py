@@ -20,7 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ckptgate.checks.write import WriteCampaign
+from ckptgate.checks.campaign import WriteCampaign
 from ckptgate.engine.records import BurstResult
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_bytes, format_seconds

@@ -25,9 +25,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ckptgate.checks.campaign import WriteCampaign
 from ckptgate.checks.context import CheckContext
 from ckptgate.checks.metadata import register_storm
-from ckptgate.checks.write import WriteCampaign
 from ckptgate.cluster.nodes import Nodes, on_first, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import merge_nodes
@@ -36,14 +36,14 @@ from ckptgate.projection.usl import mean_interval
 from ckptgate.sizing import Requirement, format_count
 from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.fileplan import ShardFile, lanes
-from ckptgate.workloads.metadata_storm import (
+from ckptgate.workloads.readback import run_readback
+from ckptgate.workloads.storm import (
     combine_phases,
     run_metadata_storm,
     split,
     storm_files,
     verify_storm,
 )
-from ckptgate.workloads.readback import run_readback
 from ckptgate.workloads.write_burst import run_write_burst
 
 SWEEP_MODES = ("none", "nodes")

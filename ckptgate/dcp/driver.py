@@ -1,8 +1,9 @@
-"""The DCP driver: start W local ranks once, run the checkpoint steps in them, gather results.
+"""The DCP driver: run the checkpoint steps in W local ranks, measure them, gather results.
 
 One job: turn a ``DcpConfig`` into a ``DcpResult`` by driving real PyTorch Distributed
 Checkpoint (DCP) saves and loads on a local directory of the target. The ranks are started once
-(spawned processes on gloo over loopback, see ckptgate.dcp.worker) and run, in order:
+(``ckptgate.dcp.ranks.DcpRanks``: the engine's rank processes on gloo over loopback, running
+ckptgate.dcp.worker's steps, each returning a ``DcpStep`` per rank) and run, in order:
 
 1. build the training-checkpoint state (ckptgate.dcp.model) as DTensors, ``Shard(0)``;
 2. sync ``dcp.save`` with ``FileSystemWriter(sync_files=True, thread_count=...)``;
@@ -27,16 +28,16 @@ without the ``ckptgate[torch]`` extra.
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import os
-import queue
 import re
-import socket
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
+
+from ckptgate.dcp import worker as w
+from ckptgate.dcp.ranks import STEP_TIMEOUT_S, DcpRanks
+from ckptgate.dcp.records import mismatches, span_s
 
 #: Bytes per parameter a measured checkpoint is matched against (SPEC.md: 12, 14, 16).
 KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
@@ -44,10 +45,6 @@ KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
 CHECKPOINTER_TYPES = ("thread", "process")
 
 _RANK_FILE = re.compile(r"^__(\d+)_(\d+)\.distcp$")
-
-
-class DcpRankFailure(RuntimeError):
-    """A DCP rank raised, died or missed its deadline; names the rank and the step."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +67,7 @@ class DcpConfig:
     checkpointer: str = "thread"
     async_types: tuple[str, ...] = CHECKPOINTER_TYPES
     seed: int = 0
-    step_timeout_s: float = 300.0
+    step_timeout_s: float = STEP_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if self.bytes_per_parameter not in KNOWN_BYTES_PER_PARAMETER:
@@ -98,7 +95,7 @@ class DcpConfig:
         checkpointer) and the model's K."""
         arch = spec.architecture
         # The sizing package may hand a mapping or its own frozen dataclass.
-        arch = asdict(arch) if is_dataclass(arch) else dict(arch)
+        arch = asdict(arch) if is_dataclass(arch) and not isinstance(arch, type) else dict(arch)
         return cls(
             architecture=arch,
             bytes_per_parameter=int(bytes_per_parameter),
@@ -175,129 +172,6 @@ class DcpResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# The rank pool
-
-
-def _free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class DcpRanks:
-    """W local rank processes on gloo over loopback, started once, serving steps.
-
-    Use as a context manager; ``close()`` stops exactly the processes it started. A rank that
-    raises, dies or misses the deadline raises ``DcpRankFailure`` naming it, and the pool is
-    closed (the other ranks may be stuck in a collective).
-    """
-
-    def __init__(self, world_size: int, start_timeout_s: float = 120.0) -> None:
-        from ckptgate.dcp.worker import rank_main
-        from ckptgate.engine.lifeline import started_from_main_thread
-
-        self.world_size = world_size
-        mp = multiprocessing.get_context("spawn")
-        self._commands = [mp.Queue() for _ in range(world_size)]
-        self._results = mp.Queue()
-        threads = max(1, (os.cpu_count() or 1) // world_size)
-        port = _free_loopback_port()
-        # Not daemonic: process-based async save starts a child process in every rank.
-        self._procs = [
-            mp.Process(
-                target=rank_main,
-                args=(
-                    r,
-                    world_size,
-                    port,
-                    self._commands[r],
-                    self._results,
-                    threads,
-                    os.getpid(),
-                    started_from_main_thread(),
-                ),
-                name=f"ckptgate-dcp-rank{r}",
-                daemon=False,
-            )
-            for r in range(world_size)
-        ]
-        for p in self._procs:
-            p.start()
-        try:
-            self._collect("start", start_timeout_s)
-        except BaseException:
-            self.close()
-            raise
-
-    def __enter__(self) -> DcpRanks:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def run(
-        self,
-        step: str,
-        timeout_s: float = 300.0,
-        per_rank: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> list[dict[str, Any]]:
-        """Run one step on every rank (``kwargs`` for all, ``per_rank[r]`` added for rank r);
-        return the per-rank results in rank order."""
-        for r, q in enumerate(self._commands):
-            q.put((step, {**kwargs, **(per_rank[r] if per_rank else {})}))
-        try:
-            return self._collect(step, timeout_s)
-        except BaseException:
-            self.close()
-            raise
-
-    def _collect(self, step: str, timeout_s: float) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout_s
-        got: dict[int, dict[str, Any]] = {}
-        while len(got) < self.world_size:
-            try:
-                rank, ok, payload = self._results.get(timeout=1.0)
-            except queue.Empty:
-                for r, p in enumerate(self._procs):
-                    if r not in got and not p.is_alive():
-                        raise DcpRankFailure(
-                            f"DCP rank {r} died (exit code {p.exitcode}) during step {step!r}"
-                        ) from None
-                if time.monotonic() > deadline:
-                    missing = sorted(set(range(self.world_size)) - set(got))
-                    raise DcpRankFailure(
-                        f"DCP ranks {missing} missed the {timeout_s:.0f} s deadline of step"
-                        f" {step!r}"
-                    ) from None
-                continue
-            if not ok:
-                raise DcpRankFailure(f"DCP rank {rank} failed in step {step!r}:\n{payload}")
-            got[rank] = payload
-        return [got[r] for r in range(self.world_size)]
-
-    def close(self, timeout_s: float = 30.0) -> None:
-        """Ask every rank to stop, then terminate (and kill) the ones that do not."""
-        for q, p in zip(self._commands, self._procs, strict=True):
-            if p.is_alive():
-                with contextlib.suppress(Exception):
-                    q.put(None)
-        deadline = time.monotonic() + timeout_s
-        for p in self._procs:
-            p.join(max(0.0, deadline - time.monotonic()))
-        for p in self._procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(5.0)
-            if p.is_alive():
-                p.kill()
-                p.join(5.0)
-        for q in (*self._commands, self._results):
-            q.close()
-            q.join_thread()
-
-
-# ---------------------------------------------------------------------------------------------
 # Measurement helpers
 
 
@@ -329,12 +203,6 @@ def match_k(bytes_on_disk: int, parameters: int) -> int:
     return min(KNOWN_BYTES_PER_PARAMETER, key=lambda k: abs(measured - k))
 
 
-def span_s(results: Sequence[Mapping[str, Any]], end_key: str = "end") -> float:
-    """From the common start (earliest barrier exit) to the last rank's end."""
-    members = [r for r in results if r.get("member", True)]
-    return max(r[end_key] for r in members) - min(r["start"] for r in members)
-
-
 # ---------------------------------------------------------------------------------------------
 # The run
 
@@ -349,7 +217,6 @@ def run_dcp(
     given) and return the measurements. ``loads=False`` keeps only the sync save and its
     measurement plus the async saves (a quick bytes-per-parameter check)."""
     from ckptgate.dcp import model as m
-    from ckptgate.dcp.verify import flip_byte, restore_byte
 
     arch = m.architecture_from(cfg.architecture)
     parameters = m.parameter_count(arch)
@@ -364,106 +231,44 @@ def run_dcp(
     try:
         t0 = time.monotonic()
         pool.run(
-            "build",
+            w.step_build,
             timeout_s=cfg.step_timeout_s,
             architecture=dict(cfg.architecture),
             bytes_per_parameter=cfg.bytes_per_parameter,
             seed=cfg.seed,
         )
         timings["build_s"] = time.monotonic() - t0
-
         sync_dir = os.path.join(cfg.target_dir, "sync")
-        saved = pool.run("save", cfg.step_timeout_s, path=sync_dir, thread_count=cfg.thread_count)
+        saved = pool.run(
+            w.step_save, cfg.step_timeout_s, path=sync_dir, thread_count=cfg.thread_count
+        )
         files = measure_files(sync_dir)
-        bytes_on_disk = sum(f.disk_bytes for f in files)
-        rank_files = per_rank_file_bytes(files, cfg.world_size)
-
-        async_runs = []
-        for kind in cfg.async_types:
-            first = None
-            if kind == "process":
-                # The first process-based save spawns a checkpoint process per rank (torch
-                # import, process group init); a training job pays that once, so it is
-                # reported apart and the steady-state save is the one measured.
-                warm_dir = os.path.join(cfg.target_dir, "async-process-warmup")
-                warm = pool.run(
-                    "async_save",
-                    cfg.step_timeout_s,
-                    path=warm_dir,
-                    thread_count=cfg.thread_count,
-                    checkpointer=kind,
-                )
-                first = span_s(warm)  # its files stay: the caller's cleanup owns the tree
-            res = pool.run(
-                "async_save",
-                cfg.step_timeout_s,
-                path=os.path.join(cfg.target_dir, f"async-{kind}"),
-                thread_count=cfg.thread_count,
-                checkpointer=kind,
-            )
-            async_runs.append(
-                AsyncTiming(
-                    checkpointer=kind,
-                    block_s=span_s(res, "returned"),
-                    complete_s=span_s(res),
-                    per_rank_block_s=tuple(r["returned"] - r["start"] for r in res),
-                    per_rank_complete_s=tuple(r["end"] - r["start"] for r in res),
-                    first_complete_s=first,
-                )
-            )
+        async_runs = [_async_save(pool, cfg, kind) for kind in cfg.async_types]
         primary = next((a for a in async_runs if a.checkpointer == cfg.checkpointer), None)
-
-        mismatches: list[str] = []
-        load_s = reshard_s = single_s = float("nan")
-        reshard_ranks = max(1, cfg.world_size // 2)
-        detected: bool | None = None
-        detail = ""
-        if loads:
-            # The async checkpoint onto the same ranks and sharding: proves async wrote it all.
-            source = os.path.join(cfg.target_dir, f"async-{cfg.checkpointer}")
-            if primary is None:
-                source = sync_dir
-            res = pool.run("load", cfg.step_timeout_s, path=source, layout="rows")
-            load_s = span_s(res)
-            mismatches += [x for r in res for x in r.get("mismatches", [])]
-            res = pool.run(
-                "load", cfg.step_timeout_s, path=sync_dir, layout="cols", ranks=reshard_ranks
-            )
-            reshard_s = span_s(res)
-            mismatches += [x for r in res for x in r.get("mismatches", [])]
-            res = pool.run("single_load", cfg.step_timeout_s, path=sync_dir)
-            single_s = span_s(res)
-            mismatches += [x for r in res for x in r.get("mismatches", [])]
-            if check_corruption:
-                flipped = flip_byte(sync_dir)
-                try:
-                    res = pool.run("single_load", cfg.step_timeout_s, path=sync_dir)
-                finally:
-                    restore_byte(flipped)
-                caught = [x for r in res for x in r.get("mismatches", [])]
-                detected = any(x.startswith(flipped.key + ":") for x in caught)
-                detail = f"flipped {flipped}; verification reported {caught}"
-        pool.run("release")
+        checked = _loads(pool, cfg, sync_dir, primary, check_corruption) if loads else None
+        pool.run(w.step_release)
     finally:
         if own:
             pool.close()
     timings["run_s"] = time.monotonic() - t_run
+    bytes_on_disk = sum(f.disk_bytes for f in files)
     k = match_k(bytes_on_disk, parameters)
+    nan = float("nan")
     return DcpResult(
         parameters=parameters,
         world_size=cfg.world_size,
         thread_count=cfg.thread_count,
         bytes_per_parameter_config=cfg.bytes_per_parameter,
         save_s=span_s(saved),
-        per_rank_save_s=tuple(r["end"] - r["start"] for r in saved),
-        async_block_s=primary.block_s if primary else float("nan"),
-        async_complete_s=primary.complete_s if primary else float("nan"),
+        per_rank_save_s=tuple(s.total_s for s in saved),
+        async_block_s=primary.block_s if primary else nan,
+        async_complete_s=primary.complete_s if primary else nan,
         checkpointer=cfg.checkpointer,
         async_runs=tuple(async_runs),
-        load_s=load_s,
-        reshard_load_s=reshard_s,
-        reshard_ranks=reshard_ranks,
-        single_process_load_s=single_s,
+        load_s=checked.load_s if checked else nan,
+        reshard_load_s=checked.reshard_s if checked else nan,
+        reshard_ranks=_reshard_ranks(cfg),
+        single_process_load_s=checked.single_s if checked else nan,
         bytes_on_disk=bytes_on_disk,
         apparent_bytes=sum(f.apparent_bytes for f in files),
         metadata_bytes=sum(f.disk_bytes for f in files if f.name == ".metadata"),
@@ -472,10 +277,99 @@ def run_dcp(
         overhead_bytes=bytes_on_disk - k * parameters,
         files=len(files),
         file_list=tuple(files),
-        per_rank_bytes=tuple(sum(b) for b in rank_files),
-        verified=loads and not mismatches,
-        mismatches=tuple(mismatches),
-        corruption_detected=detected,
-        corruption_detail=detail,
+        per_rank_bytes=tuple(sum(b) for b in per_rank_file_bytes(files, cfg.world_size)),
+        verified=checked is not None and not checked.mismatches,
+        mismatches=checked.mismatches if checked else (),
+        corruption_detected=checked.detected if checked else None,
+        corruption_detail=checked.detail if checked else "",
         timings=timings,
+    )
+
+
+def _async_save(pool: DcpRanks, cfg: DcpConfig, kind: str) -> AsyncTiming:
+    """One ``dcp.async_save`` with checkpointer ``kind``, timed: its blocking part and its
+    completion from the common barrier."""
+    first = None
+    if kind == "process":
+        # The first process-based save spawns a checkpoint process per rank (torch import,
+        # process group init); a training job pays that once, so it is reported apart and
+        # the steady-state save is the one measured.
+        warm = pool.run(
+            w.step_async_save,
+            cfg.step_timeout_s,
+            path=os.path.join(cfg.target_dir, "async-process-warmup"),
+            thread_count=cfg.thread_count,
+            checkpointer=kind,
+        )
+        first = span_s(warm)  # its files stay: the caller's cleanup owns the tree
+    res = pool.run(
+        w.step_async_save,
+        cfg.step_timeout_s,
+        path=os.path.join(cfg.target_dir, f"async-{kind}"),
+        thread_count=cfg.thread_count,
+        checkpointer=kind,
+    )
+    return AsyncTiming(
+        checkpointer=kind,
+        block_s=span_s(res, returned=True),
+        complete_s=span_s(res),
+        per_rank_block_s=tuple(s.block_s for s in res),
+        per_rank_complete_s=tuple(s.total_s for s in res),
+        first_complete_s=first,
+    )
+
+
+@dataclass(frozen=True)
+class _Loads:
+    """The three verified loads and the corruption check."""
+
+    load_s: float
+    reshard_s: float
+    single_s: float
+    mismatches: tuple[str, ...]
+    detected: bool | None
+    detail: str
+
+
+def _reshard_ranks(cfg: DcpConfig) -> int:
+    """The resharded load runs on half the ranks (at least one)."""
+    return max(1, cfg.world_size // 2)
+
+
+def _loads(
+    pool: DcpRanks,
+    cfg: DcpConfig,
+    sync_dir: str,
+    primary: AsyncTiming | None,
+    check_corruption: bool,
+) -> _Loads:
+    """The async checkpoint onto the same ranks and sharding (proves async wrote it all), the
+    sync checkpoint resharded onto fewer ranks, and into one process; then a flipped byte."""
+    from ckptgate.dcp.verify import flip_byte, restore_byte
+
+    timeout_s = cfg.step_timeout_s
+    source = os.path.join(cfg.target_dir, f"async-{cfg.checkpointer}") if primary else sync_dir
+    same = pool.run(w.step_load, timeout_s, path=source, layout="rows")
+    resharded = pool.run(
+        w.step_load, timeout_s, path=sync_dir, layout="cols", ranks=_reshard_ranks(cfg)
+    )
+    single = pool.run(w.step_single_load, timeout_s, path=sync_dir)
+    detected: bool | None = None
+    detail = ""
+    if check_corruption:
+        flipped = flip_byte(sync_dir)
+        try:
+            res = pool.run(w.step_single_load, timeout_s, path=sync_dir)
+        finally:
+            restore_byte(flipped)
+        caught = mismatches(res)
+        detected = any(x.startswith(flipped.key + ":") for x in caught)
+        detail = f"flipped {flipped}; verification reported {caught}"
+    return _Loads(
+        load_s=span_s(same),
+        reshard_s=span_s(resharded),
+        single_s=span_s(single),
+        mismatches=tuple(mismatches(same) + mismatches(resharded) + mismatches(single)),
+        detected=detected,
+        detail=detail,
     )

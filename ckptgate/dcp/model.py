@@ -59,9 +59,10 @@ def architecture_from(arch: Mapping[str, int | None] | Architecture) -> Architec
         missing = [name for name in names if name not in arch and name not in optional]
         if missing:
             raise ValueError(f"architecture: missing {missing}; got keys {sorted(arch)}")
-        arch = Architecture(
-            **{name: None if arch.get(name) is None else int(arch[name]) for name in names}
-        )
+        given: dict[str, Any] = {
+            name: None if (value := arch.get(name)) is None else int(value) for name in names
+        }
+        arch = Architecture(**given)
     if min(v for v in astuple(arch) if v is not None) < 1:
         raise ValueError(f"architecture: every field must be >= 1, got {arch}")
     if (arch.head_dim is None and arch.hidden % arch.heads) or arch.heads % arch.kv_heads:
@@ -126,7 +127,7 @@ def state_kinds(bytes_per_parameter: int) -> tuple[str, ...]:
             f" {KNOWN_BYTES_PER_PARAMETER} (12 fp32 master + Adam moments, 14 + bf16 weights,"
             " 16 + bf16 gradients)"
         )
-    kinds = ("master", "exp_avg", "exp_avg_sq")
+    kinds: tuple[str, ...] = ("master", "exp_avg", "exp_avg_sq")
     if bytes_per_parameter >= 14:
         kinds += ("weight",)
     if bytes_per_parameter >= 16:
@@ -270,7 +271,7 @@ def build_state(
             local = expected_block(tseed, entry.shape, offset, local_shape, entry.dtype)
         else:
             local = torch.empty(local_shape, dtype=entry.dtype)
-        value = local if mesh is None else to_dtensor(local, mesh, placements, entry.shape)
+        value = local if placements is None else to_dtensor(local, mesh, placements, entry.shape)
         set_path(state, entry.path, value)
     for fqn in fqns:
         # torch.optim.Adam keeps step as a 0-dim fp32 tensor; not sharded, saved once.

@@ -1,11 +1,13 @@
 """What each DCP rank process runs: a command loop and the steps it can be asked to do.
 
-One job: the rank side of a DCP run. The driver (ckptgate.dcp.driver) starts W of these once,
-over gloo on loopback, and sends steps by queue: build the state, save it (sync, async thread,
-async process), load it (same ranks, fewer ranks with another sharding, one process), write the
-same bytes with plain file I/O. Each timed step starts at a barrier and returns
-``time.monotonic()`` stamps (CLOCK_MONOTONIC, one clock for every process on the node), so the
-driver can time from the common start to the last rank's end.
+One job: the rank side of a DCP run. The ranks are the engine's rank processes
+(``ckptgate.engine.pool.RankPool``, started once by ``ckptgate.dcp.ranks.DcpRanks``): each
+joins the gloo group on loopback once (``join_task``), keeps its state between steps, and runs
+the steps it is sent (``step_task``): build the state, save it (sync, async thread, async
+process), load it (same ranks, fewer ranks with another sharding, one process). Each timed
+step starts at a barrier and returns a ``DcpStep`` of ``time.monotonic()`` stamps
+(CLOCK_MONOTONIC, one clock for every process on the node), so the driver can time from the
+common start to the last rank's end.
 
 API references: torch.distributed.checkpoint (https://pytorch.org/docs/stable/distributed.checkpoint.html):
 ``save``, ``async_save`` with ``async_checkpointer_type``, ``load`` (load-time resharding: the
@@ -15,20 +17,21 @@ target state dict's DTensor placements decide what each rank reads), ``FileSyste
 from __future__ import annotations
 
 import os
-import queue
 import time
-import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-#: A step: ``step(ctx, **kwargs) -> dict`` of plain picklable values.
-Step = Callable[..., dict[str, Any]]
+from ckptgate.dcp.records import DcpStep
+from ckptgate.engine.pool import RankContext
+
+#: A step: ``step(state, **kwargs) -> DcpStep``, a module-level function (it is pickled by name).
+Step = Callable[..., DcpStep]
 
 
 @dataclass
-class RankContext:
+class DcpRankState:
     """What a rank keeps between steps: its identity, mesh and the built state."""
 
     rank: int
@@ -49,8 +52,8 @@ def _barrier(group: Any = None) -> float:
 
 
 def step_build(
-    ctx: RankContext, architecture: dict[str, int], bytes_per_parameter: int, seed: int = 0
-) -> dict[str, Any]:
+    ctx: DcpRankState, architecture: dict[str, int], bytes_per_parameter: int, seed: int = 0
+) -> DcpStep:
     """Build this rank's Shard(0) state for the model (replacing any previous one)."""
     from ckptgate.dcp import model as m
 
@@ -65,7 +68,7 @@ def step_build(
         for t in _tensors(ctx.state)
         if hasattr(t, "to_local")
     )
-    return {"build_s": time.monotonic() - t0, "local_tensor_bytes": local_bytes}
+    return DcpStep(ctx.rank, start_s=t0, end_s=time.monotonic(), local_tensor_bytes=local_bytes)
 
 
 def _tensors(obj: Any) -> list[Any]:
@@ -74,7 +77,7 @@ def _tensors(obj: Any) -> list[Any]:
     return [obj] if hasattr(obj, "dtype") else []
 
 
-def step_save(ctx: RankContext, path: str, thread_count: int) -> dict[str, Any]:
+def step_save(ctx: DcpRankState, path: str, thread_count: int) -> DcpStep:
     """Synchronous ``dcp.save`` with FileSystemWriter(sync_files=True), timed from a barrier."""
     import torch.distributed.checkpoint as dcp
 
@@ -82,12 +85,10 @@ def step_save(ctx: RankContext, path: str, thread_count: int) -> dict[str, Any]:
     start = _barrier()
     dcp.save(ctx.state, storage_writer=writer)
     end = time.monotonic()
-    return {"start": start, "end": end}
+    return DcpStep(ctx.rank, start_s=start, end_s=end)
 
 
-def step_async_save(
-    ctx: RankContext, path: str, thread_count: int, checkpointer: str
-) -> dict[str, Any]:
+def step_async_save(ctx: DcpRankState, path: str, thread_count: int, checkpointer: str) -> DcpStep:
     """``dcp.async_save``: the call returns once the state is staged to CPU memory (the stall);
     the future completes when the files are written (sync_files on) and .metadata committed."""
     import torch.distributed.checkpoint as dcp
@@ -104,10 +105,10 @@ def step_async_save(
     future = response.upload_completion if isinstance(response, AsyncSaveResponse) else response
     future.result()
     completed = time.monotonic()
-    return {"start": start, "returned": returned, "end": completed}
+    return DcpStep(ctx.rank, start_s=start, end_s=completed, returned_s=returned)
 
 
-def _group_of(ctx: RankContext, ranks: int) -> Any:
+def _group_of(ctx: DcpRankState, ranks: int) -> Any:
     """A process group of the first ``ranks`` ranks (created collectively, cached)."""
     import torch.distributed as dist
 
@@ -120,8 +121,8 @@ def _group_of(ctx: RankContext, ranks: int) -> Any:
 
 
 def step_load(
-    ctx: RankContext, path: str, layout: str = "rows", ranks: int | None = None
-) -> dict[str, Any]:
+    ctx: DcpRankState, path: str, layout: str = "rows", ranks: int | None = None
+) -> DcpStep:
     """``dcp.load`` onto the first ``ranks`` ranks with a layout ("rows" = Shard(0), "cols" =
     Shard(1) for 2-D tensors), then verify every tensor of this rank's blocks exactly."""
     import torch.distributed.checkpoint as dcp
@@ -133,7 +134,7 @@ def step_load(
     ranks = ctx.world_size if ranks is None else ranks
     group = _group_of(ctx, ranks)
     if ctx.rank >= ranks:
-        return {"member": False}
+        return DcpStep(ctx.rank, member=False)
     mesh = ctx.mesh if group is None else DeviceMesh.from_group(group, "cpu")
     target = m.build_state(ctx.arch, ctx.bytes_per_parameter, mesh, layout, False, ctx.seed)
     start = _barrier(group)
@@ -141,16 +142,16 @@ def step_load(
     end = time.monotonic()
     bad = verify_state(target, ctx.arch, ctx.bytes_per_parameter, ctx.seed)
     verify_end = time.monotonic()
-    return {
-        "member": True,
-        "start": start,
-        "end": end,
-        "verify_s": verify_end - end,
-        "mismatches": [str(b) for b in bad],
-    }
+    return DcpStep(
+        ctx.rank,
+        start_s=start,
+        end_s=end,
+        verify_s=verify_end - end,
+        mismatches=tuple(str(b) for b in bad),
+    )
 
 
-def step_single_load(ctx: RankContext, path: str) -> dict[str, Any]:
+def step_single_load(ctx: DcpRankState, path: str) -> DcpStep:
     """Load the whole checkpoint into one process (``no_dist=True``, plain full tensors) on
     rank 0, as an inference or conversion job would, and verify it."""
     import torch.distributed.checkpoint as dcp
@@ -159,7 +160,7 @@ def step_single_load(ctx: RankContext, path: str) -> dict[str, Any]:
     from ckptgate.dcp.verify import verify_state
 
     if ctx.rank != 0:
-        return {"member": False}
+        return DcpStep(ctx.rank, member=False)
     target = m.build_state(ctx.arch, ctx.bytes_per_parameter, None, "rows", False, ctx.seed)
     start = time.monotonic()
     with warnings.catch_warnings():
@@ -168,50 +169,34 @@ def step_single_load(ctx: RankContext, path: str) -> dict[str, Any]:
         dcp.load(target, storage_reader=dcp.FileSystemReader(path), no_dist=True)
     end = time.monotonic()
     bad = verify_state(target, ctx.arch, ctx.bytes_per_parameter, ctx.seed)
-    return {"member": True, "start": start, "end": end, "mismatches": [str(b) for b in bad]}
+    return DcpStep(ctx.rank, start_s=start, end_s=end, mismatches=tuple(str(b) for b in bad))
 
 
-def step_release(ctx: RankContext) -> dict[str, Any]:
+def step_release(ctx: DcpRankState) -> DcpStep:
     """Drop the built state (frees memory between models)."""
     ctx.state = {}
-    return {}
+    return DcpStep(ctx.rank)
 
 
-STEPS: dict[str, Step] = {
-    "build": step_build,
-    "save": step_save,
-    "async_save": step_async_save,
-    "load": step_load,
-    "single_load": step_single_load,
-    "release": step_release,
-}
+_STATE: DcpRankState | None = None
+"""This rank process's DCP state: set by ``join_task``, kept between steps (the pool reuses
+its processes), gone with the process."""
 
 
-def rank_main(
-    rank: int,
-    world_size: int,
-    port: int,
-    commands: Any,
-    results: Any,
-    torch_threads: int,
-    parent_pid: int | None = None,
-    pdeathsig: bool = True,
-) -> None:
-    """Entry point of a rank process: join the gloo group on loopback, then serve steps.
+def join_task(ctx: RankContext, *, port: int, world_size: int, torch_threads: int) -> DcpStep:
+    """Rank task: join the gloo group on loopback as rank ``ctx.local_rank``, once per process.
 
-    It dies with the driver's process (``ckptgate.engine.lifeline``: PR_SET_PDEATHSIG and a
-    parent-pid watchdog), also in the middle of a save, so a killed pytest leaves no DCP rank
-    writing. Process-based async save's own checkpoint processes are torch's children of
-    this rank and are not covered.
+    The rank processes are the engine's (``RankPool``): they die with the driver's process
+    (``ckptgate.engine.lifeline``: PR_SET_PDEATHSIG and a parent-pid watchdog), also in the
+    middle of a save, so a killed pytest leaves no DCP rank writing. Process-based async
+    save's own checkpoint processes are torch's children of this rank and are not covered.
 
     Loopback only: MASTER_ADDR is 127.0.0.1 (process-based async save starts its own
     checkpoint process group from MASTER_ADDR and would otherwise use the host's FQDN), and
     gloo is pinned to the loopback interface.
     """
-    if parent_pid is not None:
-        from ckptgate.engine.lifeline import die_with_parent
-
-        die_with_parent(parent_pid, pdeathsig=pdeathsig)
+    global _STATE
+    rank = ctx.local_rank
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
@@ -226,29 +211,28 @@ def rank_main(
     from torch.distributed.device_mesh import init_device_mesh
 
     torch.set_num_threads(torch_threads)
-    parent = os.getppid()
-    try:
-        dist.init_process_group("gloo", rank=rank, world_size=world_size)
-        ctx = RankContext(rank, world_size, init_device_mesh("cpu", (world_size,)))
-        results.put((rank, True, {"ready": True, "pid": os.getpid()}))
-    except BaseException:
-        results.put((rank, False, traceback.format_exc()))
-        return
-    try:
-        while True:
-            try:
-                command = commands.get(timeout=1.0)
-            except queue.Empty:
-                if os.getppid() != parent:  # the driver died: do not linger
-                    return
-                continue
-            if command is None:
-                return
-            name, kwargs = command
-            try:
-                results.put((rank, True, STEPS[name](ctx, **kwargs)))
-            except BaseException:
-                results.put((rank, False, traceback.format_exc()))
-    finally:
-        ctx.state = {}
+    ctx.progress(phase="join", path=f"127.0.0.1:{port}")
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    _STATE = DcpRankState(rank, world_size, init_device_mesh("cpu", (world_size,)))
+    return DcpStep(rank)
+
+
+def leave_task(ctx: RankContext) -> DcpStep:
+    """Rank task: drop the state and leave the gloo group (before the pool stops the ranks)."""
+    global _STATE
+    import torch.distributed as dist
+
+    if _STATE is not None:
+        _STATE.state = {}
+        _STATE = None
         dist.destroy_process_group()
+    return DcpStep(ctx.local_rank)
+
+
+def step_task(ctx: RankContext, *, step: Step, **kwargs: Any) -> DcpStep:
+    """Rank task: run one DCP ``step`` on this rank's state. The step's name and path are its
+    progress (DCP reports none inside a save), so a rank past the deadline is named in it."""
+    if _STATE is None:
+        raise RuntimeError(f"DCP rank {ctx.local_rank} has not joined the process group")
+    ctx.progress(phase=step.__name__.removeprefix("step_"), path=str(kwargs.get("path", "")))
+    return step(_STATE, **kwargs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from ckptgate.checks.write import file_plan
+from ckptgate.checks.campaign import file_plan
 from ckptgate.cluster.nodes import SingleNode
 from ckptgate.cluster.plan import plan_node
 from ckptgate.sizing import dcp_metadata_bytes, load_profile

@@ -1,6 +1,7 @@
 """The DCP driver, run for real: 2 gloo ranks on loopback, a ~20M-parameter model, a temp dir.
 
-One rank pool serves the whole module (ranks start once, as in the acceptance run). The full
+One rank pool serves the measuring tests (ranks start once, as in the acceptance run); the
+failure tests share a second one, which each failure restarts (the ranks join a new group). The full
 run (sync save, both async checkpointer types, three verified loads, the flipped byte) is done
 once at K = 14; K = 12 and 16 only save and measure. About 35 s on an idle 2-core machine
 (75 s measured while other jobs kept the load average at 8).
@@ -23,12 +24,17 @@ pytest.importorskip(
 )
 
 from ckptgate.dcp import model as m
-from ckptgate.dcp.driver import DcpConfig, DcpRankFailure, DcpRanks, DcpResult, run_dcp
+from ckptgate.dcp import worker as w
+from ckptgate.dcp.driver import DcpConfig, DcpResult, run_dcp
+from ckptgate.dcp.ranks import DcpRankFailure, DcpRanks
+from ckptgate.dcp.records import DcpStep
+from tests.dcp.rank_steps import step_die_on, step_hang_on
 
 # 20.5M parameters: big enough that DCP's fixed costs (the .metadata pickle, torch.save framing
 # per tensor, ~0.7 MB here) stay near 0.03 bytes per parameter, small enough for 2 cores.
 ARCH = {"hidden": 512, "ffn_hidden": 1536, "layers": 4, "heads": 8, "kv_heads": 2, "vocab": 8192}
 WORLD_SIZE = 2
+TINY_ARCH = {"hidden": 64, "ffn_hidden": 128, "layers": 1, "heads": 2, "kv_heads": 1, "vocab": 256}
 
 #: Measured bytes per parameter must be within this of K (the Ks are 2 apart).
 K_TOLERANCE = 0.1
@@ -162,6 +168,41 @@ def test_result_json_has_the_report_keys(full_run: DcpResult) -> None:
     json.dumps(out)
 
 
-def test_a_failing_rank_is_named_with_its_step(base_dir: str) -> None:
-    with DcpRanks(1) as pool, pytest.raises(DcpRankFailure, match=r"rank 0 failed in step 'load'"):
-        pool.run("load", path=os.path.join(base_dir, "no-such-checkpoint"), timeout_s=60)
+def test_a_step_returns_one_typed_record_per_rank(full_run: DcpResult, ranks: DcpRanks) -> None:
+    steps = ranks.run(w.step_release, timeout_s=60)
+    assert [s.rank for s in steps] == list(range(WORLD_SIZE))
+    assert all(isinstance(s, DcpStep) for s in steps)
+    assert all(len(r) == WORLD_SIZE for r in (full_run.per_rank_save_s,))
+
+
+@pytest.fixture(scope="module")
+def doomed() -> Iterator[DcpRanks]:
+    """Two DCP ranks for the failure tests (each failure restarts them); stopped at the end."""
+    with DcpRanks(WORLD_SIZE) as pool:
+        yield pool
+
+
+def test_a_failing_rank_is_named_with_its_step(doomed: DcpRanks, base_dir: str) -> None:
+    doomed.run(w.step_build, timeout_s=120, architecture=TINY_ARCH, bytes_per_parameter=12)
+    missing = os.path.join(base_dir, "no-such-checkpoint")
+    with pytest.raises(DcpRankFailure, match=r"(?s)DCP step 'load'.*: DCP rank [01]: .*no-such-ch"):
+        doomed.run(w.step_load, path=missing, timeout_s=120)
+
+
+def test_a_rank_that_dies_is_named_and_its_peers_stopped(doomed: DcpRanks) -> None:
+    """Rank 0 waits at a barrier for rank 1, which died: the collective pool ends the step
+    when rank 1's process exits (not at the 600 s deadline, nor gloo's 30 min) and names it."""
+    with pytest.raises(DcpRankFailure, match=r"DCP rank 1: died \(exit code 3\)") as failed:
+        doomed.run(step_die_on, timeout_s=600, rank=1)
+    assert 1 in failed.value.ranks
+    assert not failed.value.hung
+
+
+def test_a_rank_that_hangs_is_named_at_the_deadline(doomed: DcpRanks) -> None:
+    """The step's deadline bounds it: rank 1 never returns and is named hung, in its step.
+    The ranks restarted after the previous test's failure join a new group first."""
+    with pytest.raises(
+        DcpRankFailure, match=r"DCP rank 1: did not finish within 20 s \(in hang_on"
+    ) as failed:
+        doomed.run(step_hang_on, timeout_s=20, rank=1)
+    assert 1 in failed.value.hung

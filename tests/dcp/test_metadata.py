@@ -24,7 +24,8 @@ pytest.importorskip(
     reason="DCP tests need PyTorch: pip install 'ckptgate[torch]' (the CPU build torch==2.13.0)",
 )
 
-from ckptgate.dcp.driver import DcpRanks
+from ckptgate.dcp import worker as w
+from ckptgate.dcp.ranks import DcpRanks
 from ckptgate.sizing import dcp_metadata_bytes, dcp_metadata_chunks, dcp_metadata_tensors
 from ckptgate.sizing import load_profile as load
 from ckptgate.sizing.metadata import DCP_METADATA_BYTES_PER_CHUNK
@@ -88,9 +89,9 @@ def saves() -> Iterator[list[Saved]]:
         for world_size in WORLD_SIZES:
             with DcpRanks(world_size) as pool:
                 for layers in LAYERS:
-                    pool.run("build", architecture=arch(layers), bytes_per_parameter=K)
+                    pool.run(w.step_build, architecture=arch(layers), bytes_per_parameter=K)
                     path = os.path.join(base, f"w{world_size}-l{layers}")
-                    pool.run("save", path=path, thread_count=THREAD_COUNT)
+                    pool.run(w.step_save, path=path, thread_count=THREAD_COUNT)
                     size = os.path.getsize(os.path.join(path, ".metadata"))
                     out.append(Saved(world_size, layers, size, *_count(path),
                                      _files_per_rank(path)))  # fmt: skip

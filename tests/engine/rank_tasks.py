@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import threading
 import time
 from typing import Any
 
@@ -70,3 +72,26 @@ def count_files_then_hang(ctx: RankContext, *, files: int, bad_rank: int) -> dic
     if ctx.local_rank == bad_rank:
         time.sleep(3600)
     return {"local_rank": ctx.local_rank}
+
+
+def fail_then_others_wait(ctx: RankContext, *, bad_rank: int) -> dict[str, Any]:
+    """``bad_rank`` raises after the start; every other rank waits for it forever, as a rank
+    in a collective waits for a peer that will never arrive."""
+    ctx.start()
+    if ctx.local_rank == bad_rank:
+        raise OSError(5, "Input/output error")
+    threading.Event().wait()
+    return {"local_rank": ctx.local_rank}
+
+
+def _exit_quietly() -> None:
+    """A grandchild process's work: nothing."""
+
+
+def start_a_child(ctx: RankContext) -> dict[str, Any]:
+    """Start a process of this rank's own and wait for it (a daemonic rank may not)."""
+    ctx.start()
+    child = multiprocessing.get_context("spawn").Process(target=_exit_quietly)
+    child.start()
+    child.join(60)
+    return {"child_exitcode": child.exitcode}

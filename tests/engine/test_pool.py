@@ -63,3 +63,40 @@ def test_a_dead_rank_is_named(pool: RankPool) -> None:
         pool.run(rank_tasks.die_on, [{"bad_rank": 0}] * RANKS, timeout_s=30)
     assert failure.value.ranks == (0,)
     assert len(pool.run(rank_tasks.report_start, [{}] * RANKS, timeout_s=30)) == RANKS
+
+
+def test_a_collective_pool_ends_the_run_at_the_first_failure() -> None:
+    """The other ranks wait for the failed one forever (a collective): a collective pool stops
+    them when it fails and names it, long before the 600 s deadline names anyone hung."""
+    with RankPool(RANKS, collective=True) as collective:
+        with pytest.raises(RankFailure, match=r"^1 rank\(s\) failed: rank 1: OSError") as failed:
+            collective.run(rank_tasks.fail_then_others_wait, [{"bad_rank": 1}] * RANKS, 600)
+        assert failed.value.ranks == (1,)
+        assert not failed.value.hung
+        # the pool restarted its processes: the next run works
+        assert len(collective.run(rank_tasks.report_start, [{}] * RANKS, timeout_s=60)) == RANKS
+
+
+def test_a_pool_that_is_not_daemonic_lets_a_rank_start_processes() -> None:
+    """DCP's process-based async save starts a process in every rank; a daemonic rank
+    may not (multiprocessing refuses)."""
+    with RankPool(1, daemon=False) as parents:
+        assert parents.run(rank_tasks.start_a_child, [{}], 60)[0]["child_exitcode"] == 0
+    with RankPool(1) as daemons, pytest.raises(RankFailure, match="daemonic processes"):
+        daemons.run(rank_tasks.start_a_child, [{}], 60)
+
+
+def test_a_collective_pool_that_fails_before_the_start_votes_no() -> None:
+    """A rank that fails while preparing ends a collective run before the release: this node
+    votes no at the gate, so the other nodes stand down rather than wait for it."""
+    votes: list[bool] = []
+
+    def gate(ready: bool, timeout_s: float) -> bool:
+        votes.append(ready)
+        return ready
+
+    with RankPool(RANKS, gate=gate, collective=True) as collective:
+        kwargs = [{"bad_rank": 0, "when": "before"}] * RANKS
+        with pytest.raises(RankFailure, match="rank 0: OSError"):
+            collective.run(rank_tasks.fail_on, kwargs, 600)
+    assert votes == [False]

@@ -27,7 +27,7 @@ from ckptgate.storage.manifest import (
 from ckptgate.storage.runs import find_runs, judge_run
 from ckptgate.storage.target import Target
 from ckptgate.storage.verify import verify_run
-from ckptgate.workloads.metadata_storm import METADATA_STAMP_RANK
+from ckptgate.workloads.storm import METADATA_STAMP_RANK
 from ckptgate.workloads.write_burst import ShardFile
 
 KiB = 1024

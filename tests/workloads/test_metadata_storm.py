@@ -8,11 +8,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ckptgate.checks.context import CheckContext
 from ckptgate.checks.metadata import MetadataRun, delete_storm
 from ckptgate.cluster.plan import plan_node
 from ckptgate.engine.datagen import BlockStamper, StampKey
@@ -20,7 +22,7 @@ from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.sizing import derive, load_profile
 from ckptgate.storage.backend import BackendName, BackendSpec
 from ckptgate.storage.object_store import ObjectStore, object_store
-from ckptgate.workloads.metadata_storm import (
+from ckptgate.workloads.storm import (
     METADATA_NAME,
     METADATA_STAMP_RANK,
     METADATA_TMP_NAME,
@@ -194,10 +196,11 @@ def test_the_delete_storm_removes_only_that_checkpoints_files(
     pool: RankPool, tmp_path: Path, backend: BackendName
 ) -> None:
     older, newer = checkpoint(tmp_path, "step-1"), checkpoint(tmp_path, "step-2")
-    kept = []
+    kept: list[list[str]] = []
     for directory in (older, newer):
         files = storm_files(directory, 10, files_per_rank=1)
         storm = run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, fsync=False)
+        assert storm.metadata_path is not None
         kept.append([*storm.files, storm.metadata_path])
     neighbour = Path(older, "notes.txt")
     neighbour.write_text("not ours")
@@ -264,12 +267,13 @@ def _metadata_run(
 ) -> MetadataRun:
     """A metadata run around a measured delete phase (the other phases are not read)."""
     profile = load_profile("tmpfs")
-    ctx = SimpleNamespace(
+    fields = SimpleNamespace(  # the few the delete judgement reads
         profile=profile,
         sizing=derive(profile),
         target=SimpleNamespace(store=store),
         plan=plan_node(profile, RANKS, 0, 1),
     )
+    ctx = cast(CheckContext, fields)
     return MetadataRun(ctx=ctx, files=phase.ops, rounds=[], listed_names=(), stat_sizes={},
                        listing=phase, stat=phase, delete=phase, deleted=[],
-                       metadata_bytes=0, left_after_delete=left)  # type: ignore[arg-type]  # fmt: skip
+                       metadata_bytes=0, left_after_delete=left)  # fmt: skip

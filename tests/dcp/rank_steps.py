@@ -1,0 +1,28 @@
+"""DCP steps that fail on purpose, for the driver's failure tests: module-level, so that the
+rank processes (spawned) import them by name."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from ckptgate.dcp.records import DcpStep
+from ckptgate.dcp.worker import DcpRankState
+
+
+def step_die_on(state: DcpRankState, rank: int) -> DcpStep:
+    """``rank`` exits with code 3; every other rank waits for it at a barrier that never
+    completes (gloo's own timeout is 30 min: only the pool ends the wait)."""
+    import torch.distributed as dist
+
+    if state.rank == rank:
+        os._exit(3)
+    dist.barrier()
+    return DcpStep(state.rank)
+
+
+def step_hang_on(state: DcpRankState, rank: int) -> DcpStep:
+    """``rank`` blocks forever (as in a save on hung storage); the others return at once."""
+    if state.rank == rank:
+        threading.Event().wait()
+    return DcpStep(state.rank)
