@@ -85,8 +85,7 @@ def missing() -> str | None:
     absent = [tool for tool in TOOLS if _which(tool) is None]
     if absent:
         return (
-            f"the Slurm bed needs {', '.join(absent)} (Debian: slurmctld slurmd slurm-client "
-            "munge)"
+            f"the Slurm bed needs {', '.join(absent)} (Debian: slurmctld slurmd slurm-client munge)"
         )
     return None
 
@@ -248,9 +247,7 @@ def _munge(bed: SlurmBed) -> None:
         f"--seed-file={bed.state}/munged.seed",
     ]  # fmt: skip
     with (bed.state / "munged.out").open("w") as log:
-        bed.daemons["munged"] = bed.hosts.popen(
-            HEAD, argv, stdout=log, stderr=subprocess.STDOUT
-        )
+        bed.daemons["munged"] = bed.hosts.popen(HEAD, argv, stdout=log, stderr=subprocess.STDOUT)
     _wait(lambda: (bed.state / "munge.socket").exists(), 10, "munged's socket", bed)
 
 
@@ -320,7 +317,7 @@ def slurm_bed(
         target=target or hosts.mount_point,
         target_view=target_view or hosts.export,
     )
-    cpus = 1
+    cpus = 2  # this machine's; config_overrides lets a node claim more or fewer
     conf = slurm_conf(state, hosts, cpus)
     for host in [HEAD, *hosts.clients]:
         (state / host).mkdir()

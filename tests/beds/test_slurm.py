@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -96,9 +97,9 @@ def slurm() -> Iterator[SlurmBed]:
 
 def test_srun_launches_one_qualified_run_over_every_node(slurm: SlurmBed, tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    argv = [CKPTGATE, "run", "--profile=tmpfs", f"--target={slurm.target}", f"--report-json={report}"]
+    argv = [CKPTGATE, "run", "--profile=tmpfs", f"--target={slurm.target}"]
     result = subprocess.run(
-        slurm.srun_command([*argv, *QUALIFYING], nodes=3),
+        slurm.srun_command([*argv, f"--report-json={report}", *QUALIFYING], nodes=3),
         env=slurm.env,
         cwd=ROOT,
         capture_output=True,
@@ -139,9 +140,48 @@ def test_the_sbatch_script_refuses_missing_arguments(slurm: SlurmBed, tmp_path: 
     tmp_path.chmod(0o755)
     job = slurm.sbatch(SBATCH_SCRIPT, nodes=1, output=tmp_path / "job.out", args=["tmpfs"])
     assert slurm.wait_job(job, timeout_s=60) == "FAILED"
-    assert "usage: sbatch [-N NODES] ckptgate.sbatch PROFILE TARGET" in (
-        tmp_path / "job.out"
-    ).read_text()
+    assert (
+        "usage: sbatch [-N NODES] ckptgate.sbatch PROFILE TARGET"
+        in (tmp_path / "job.out").read_text()
+    )
+
+
+def test_srun_with_two_tasks_per_node_is_refused_before_any_test(slurm: SlurmBed) -> None:
+    """Six suite processes on three hosts were six nodes: a profile of six one-GPU nodes came
+    out qualified at full scale."""
+    one_gpu_nodes = [a.replace("gpus_per_node=2", "gpus_per_node=1") for a in QUALIFYING]
+    argv = slurm.srun_command(
+        [CKPTGATE, "run", "--profile=tmpfs", f"--target={slurm.target}", *one_gpu_nodes]
+    )
+    argv[argv.index("--ntasks-per-node=1")] = "--ntasks-per-node=2"
+    result = subprocess.run(
+        argv, env=slurm.env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0
+    assert "started 6 tasks on 3 nodes (SLURM_STEP_TASKS_PER_NODE=2(x3))" in result.stderr, (
+        result.stdout[-2000:] + result.stderr[-2000:]
+    )
+    assert "Traceback" not in result.stdout + result.stderr
+    assert run_dirs(slurm) == []
+
+
+def test_ckptgate_in_a_batch_script_without_srun_is_refused(
+    slurm: SlurmBed, tmp_path: Path
+) -> None:
+    """sbatch -N 3 with ckptgate run in the script, no srun: it ran on node0 alone, exit 0
+    with a partial verdict."""
+    tmp_path.chmod(0o755)
+    script = tmp_path / "alone.sbatch"
+    script.write_text(
+        f"#!/bin/sh\nexec {CKPTGATE} run --profile=tmpfs --target={slurm.target} "
+        f"{shlex.join(QUALIFYING)}\n"
+    )
+    job = slurm.sbatch(script, nodes=3, output=tmp_path / "job.out", options=[f"--chdir={ROOT}"])
+    assert slurm.wait_job(job, timeout_s=120) == "FAILED"
+    output = (tmp_path / "job.out").read_text()
+    assert f"batch script (or salloc shell) of Slurm job {job}" in output, output[-3000:]
+    assert "the job has 3 nodes: no launcher started the others" in output
+    assert run_dirs(slurm) == []
 
 
 def _start_long_burst(slurm: SlurmBed) -> tuple[subprocess.Popen[str], str]:
@@ -159,7 +199,8 @@ def _start_long_burst(slurm: SlurmBed) -> tuple[subprocess.Popen[str], str]:
     while not list(slurm.target_view.glob("ckptgate-*/write/step-2")):
         if job.poll() is not None or time.monotonic() > deadline:
             job.kill()
-            pytest.fail(f"the burst never reached step 2:\n{job.communicate(timeout=10)[0][-3000:]}")
+            output = job.communicate(timeout=10)[0]
+            pytest.fail(f"the burst never reached step 2:\n{output[-3000:]}")
         time.sleep(0.1)
     listed = slurm.run_in_head(["squeue", "-h", "-o", "%i"]).stdout.split()
     assert len(listed) == 1, listed
