@@ -225,7 +225,9 @@ def _left_is_cleaned_or_named(slurm: SlurmBed) -> None:
         print("the run removed its directory")
         return
     (run_dir,) = left
-    assert list(run_dir.glob(".ckptgate-manifest.node*.jsonl")), sorted(os.listdir(run_dir))
+    assert list(run_dir.glob(".ckptgate-manifest.node*.jsonl")), sorted(
+        str(path.relative_to(run_dir)) for path in run_dir.rglob("*")
+    )
     cleaned = slurm.hosts.run(
         "node0", [CKPTGATE, "clean", slurm.target], timeout_s=60, env=slurm.env, cwd=ROOT
     )
