@@ -51,3 +51,31 @@ def test_a_directory_still_holding_another_nodes_file_keeps_the_manifest(tmp_pat
     assert step in report.left
     assert list(Path(run_dir).glob(".ckptgate-manifest.node0.jsonl"))
     assert Path(step, "__1_0.distcp").exists()
+
+
+def test_a_directory_another_node_removed_first_counts_as_gone(tmp_path: Path) -> None:
+    """Node 1 registers the shared step directories too and removes them before node 0 does:
+    node 0 found them missing, kept them as still to remove, and so kept its manifest and
+    the run directory (a two-node run left its run directory behind)."""
+    target, _, step = _run_with_a_step(tmp_path)
+    target.cleanup(directories=False)
+    Path(step).rmdir()  # another node's directory phase
+    report = target.cleanup(files=False)
+    assert (report.left, report.unremovable) == ([], [])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_another_nodes_manifest_goes_after_its_directory_phase(tmp_path: Path) -> None:
+    """Node 1's directories still held node 0's (removed last, by node 0): node 1 kept its
+    manifest and lease, and a two-node run left its run directory behind."""
+    owner, run_dir, _ = _run_with_a_step(tmp_path)
+    other = Target(str(tmp_path))
+    other.adopt_run_dir(run_dir, node=1, run_id=1, nodes=2)
+    other.new_dir("write")
+    other.cleanup(directories=False)
+    assert Path(run_dir, ".ckptgate-manifest.node1.jsonl").exists()  # until its own try
+    owner.cleanup(directories=False)
+    other.cleanup(files=False)  # write/ still holds node 0's step-1: node 0's to remove
+    assert not Path(run_dir, ".ckptgate-manifest.node1.jsonl").exists()
+    owner.cleanup(files=False)
+    assert list(tmp_path.iterdir()) == []
