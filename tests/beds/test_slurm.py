@@ -38,7 +38,7 @@ QUALIFYING = [
     "--set", "model.parameters=2e6", "--set", "cluster.gpus=6", "--set", "cluster.gpus_per_node=2",
     "--set", "cluster.parallelism.pp=1", "--set", "cluster.parallelism.dp=6",
     "--set", "run.rounds=1", "--set", "run.metadata_files=96", "--set", "run.reader_bytes=8 MB",
-    "-m", "not dcp", "-p", "no:cacheprovider", "--color=no",
+    "-m", "not dcp", "--color=no",
 ]  # fmt: skip
 """The tmpfs profile shrunk to three nodes of two ranks, 28 MB a checkpoint, uncapped shards:
 a run on all three nodes is the whole cluster, so its verdict can be ``qualified``."""
