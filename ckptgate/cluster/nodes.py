@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ckptgate.cluster.heartbeat import BEAT_S, Heartbeat, Liveness
+from ckptgate.cluster.slurm import slurm_refusal
 from ckptgate.cluster.watchdog import Watchdog
 from ckptgate.engine.pool import RankFailure, StartGate
 
@@ -548,8 +549,12 @@ def detect_nodes(mode: str = "auto", environ: dict[str, str] | None = None) -> N
 
     Refuses (``NodesUnavailable``) a launch that would make N separate one-node runs, each
     green on its own: ``--nodes mpi`` outside an MPI launch, and a launcher that started N
-    tasks where MPI (or ``--nodes one``) sees one.
+    tasks where MPI (or ``--nodes one``) sees one; and a Slurm launch whose tasks are not one
+    per node (``ckptgate.cluster.slurm``).
     """
+    refusal = slurm_refusal(dict(os.environ) if environ is None else environ)
+    if refusal is not None:
+        raise NodesUnavailable(refusal)
     tasks = launcher_tasks(environ)
     under_mpi = launched_under_mpi(environ)
     if mode == "mpi" and not under_mpi:

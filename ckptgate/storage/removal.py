@@ -5,8 +5,8 @@ non-recursive call: a file that someone else put in the run directory survives, 
 directory stays with a warning. Every call goes through ``ckptgate.storage.janitor``: bounded,
 so a hung target fails the run instead of holding it. What a hung target made impossible to
 remove is listed in ``left_behind`` (the report's notes), never retried. The manifest part and
-the lease go last, once every registered file is gone, so ``ckptgate clean`` can still remove
-what a failed removal left.
+the lease go last, once every registered file and directory (but the run directory) is gone,
+so ``ckptgate clean`` can still remove what a failed removal or a killed node left.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class Removal:
         self.janitor = janitor
         self.left_behind: list[str] = []
         """What the run created and a hung target made impossible to remove."""
+        self._files_removed = False
 
     def _leave(self, paths: list[str]) -> None:
         self.left_behind.extend(p for p in paths if p not in self.left_behind)
@@ -87,26 +88,42 @@ class Removal:
         """Remove exactly what the run created: registered files, then its own directories.
 
         Many nodes remove their own files first and node 0 the directories after a barrier.
-        The lease stops and, once every registered file is gone, the manifest part and the
-        lease go too (a file that could not be removed raises, and the manifest stays for
-        ``ckptgate clean``).
+        The lease stops; the manifest part and the lease go once every registered file and
+        every directory but the run directory is gone, and the run directory after them. What
+        could not be removed (a file, or a directory still holding another node's files when
+        that node was killed) keeps the manifest that names it, for ``ckptgate clean``.
         """
         report = CleanupReport()
+        run = self.run
         if files:
             self.lease.stop()
-            report.removed_files = len(self._remove(list(dict.fromkeys(self.run.files))))
-            if not self.left_behind:
-                self._remove_meta()  # the manifest stays while anything it lists stays
+            report.removed_files = len(self._remove(list(dict.fromkeys(run.files))))
+            self._files_removed = True
         if directories:
-            ordered = sorted(set(self.run.dirs), key=lambda d: d.count("/"), reverse=True)
-            outcome = self.janitor.call("rmdir", ordered)
-            report.removed_dirs = len(outcome.done)
-            report.left = [d for d in ordered if d in outcome.errors]
-            self._leave(outcome.left)
-            self.run.dirs = [d for d in self.run.dirs if d in report.left]
+            inner = [d for d in run.dirs if d != run.run_dir]
+            self._rmdir(sorted(set(inner), key=lambda d: d.count("/"), reverse=True), report)
+        # Another node's directories that still hold what node 0 made are node 0's to remove
+        # (it registered them too, and goes last): that node's manifest goes after its try.
+        others = [d for d in run.dirs if d != run.run_dir]
+        settled = not others or (directories and not run.owns_dirs)
+        if self._files_removed and not self.left_behind and settled:
+            self._remove_meta()  # the manifest stays while anything it lists stays
+            if directories and run.run_dir in run.dirs:
+                self._rmdir([run.run_dir], report)
         report.unremovable = list(self.left_behind)
         report.hung = self.janitor.hung
         return report
+
+    def _rmdir(self, ordered: list[str], report: CleanupReport) -> None:
+        """Remove ``ordered`` directories (non-recursive, bounded), counting into ``report``."""
+        if not ordered:
+            return
+        outcome = self.janitor.call("rmdir", ordered)
+        report.removed_dirs += len(outcome.done)
+        report.left += [d for d in ordered if d in outcome.errors]
+        self._leave(outcome.left)
+        gone = set(outcome.done) | set(outcome.missing)  # missing: another node removed it
+        self.run.dirs = [d for d in self.run.dirs if d not in gone]
 
     def _remove_meta(self) -> None:
         """The manifest part and the lease, last of this node's files (bounded calls)."""
