@@ -46,7 +46,8 @@ def run_argv(argv: Sequence[str]) -> list[str]:
     cache and pytest-benchmark's storage in :func:`cache_dir` unless ARGS choose their own."""
     given = " ".join(argv)
     placed = []
-    if "cache_dir=" not in given:
+    cache_off = "no:cacheprovider" in given  # then pytest knows no cache_dir option
+    if "cache_dir=" not in given and not cache_off:
         placed += ["-o", f"cache_dir={os.path.join(cache_dir(), 'pytest')}"]
     if "--benchmark-storage" not in given:
         placed += [f"--benchmark-storage=file://{os.path.join(cache_dir(), 'benchmarks')}"]

@@ -69,3 +69,9 @@ def test_an_installed_run_leaves_nothing_in_its_working_directory(tmp_path: Path
 def test_a_run_s_own_cache_choice_is_kept() -> None:
     argv = run_argv(["-o", "cache_dir=/elsewhere", "--benchmark-storage=file:///b"])
     assert argv.count("-o") == 1 and sum("benchmark-storage" in a for a in argv) == 1
+
+
+def test_a_run_without_pytest_s_cache_is_not_given_a_cache_dir() -> None:
+    """``-p no:cacheprovider`` removes the ``cache_dir`` option: setting it then is an error."""
+    argv = run_argv(["-p", "no:cacheprovider"])
+    assert not any("cache_dir" in a for a in argv)
