@@ -23,7 +23,7 @@ Every operation is timed on its own (``time.perf_counter``), so each phase repor
 over the common span and per-operation latency percentiles (``ckptgate.engine.latency``).
 
 I/O path: every task is one loop written against the backend's operations
-(``ckptgate.storage.operations``), and the target's spec chooses the backend: POSIX on a local
+(``ckptgate.storage.backend``), and the target's spec chooses the backend: POSIX on a local
 target, fsspec elsewhere, or fsspec forced with ``BackendSpec(..., backend="fsspec")``. The
 POSIX backend's calls are thin ``os`` calls, bound to locals in the per-file loop: measured on
 tmpfs with 2 ranks, fsspec's ``open``/``info``/``rm_file`` wrap each call in several Python
@@ -49,7 +49,9 @@ from ckptgate.engine.pool import FILES_DONE, RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
     PhaseMarks,
+    RankDetail,
     RankResult,
+    detail_as,
     merge_nodes,
     per_second,
     records_from_results,
@@ -58,6 +60,7 @@ from ckptgate.engine.records import (
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.fileplan import FilePlan, shard_file_name
+from ckptgate.workloads.options import RunOptions
 
 METADATA_NAME = ".metadata"
 METADATA_TMP_NAME = ".metadata.tmp"
@@ -154,17 +157,49 @@ def _payloads(files: Sequence[StormFile], run_id: int, write_bytes: int) -> list
 # --- rank tasks -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class FilesDetail(RankDetail):
+    """A metadata rank's files (or listings) done."""
+
+    files: int
+
+
+@dataclass(frozen=True)
+class CreateDetail(FilesDetail):
+    """A create-storm rank: whether an fsync made anything durable, and the backend used."""
+
+    fsynced: bool
+    io: str
+
+
+@dataclass(frozen=True)
+class CommitDetail(FilesDetail):
+    """The coordinator's commit: the backend used and the ``.metadata`` bytes written."""
+
+    io: str
+    metadata_bytes: int
+
+
+@dataclass(frozen=True)
+class DeleteDetail(FilesDetail):
+    """A batch-delete rank: its requests and the keys per request."""
+
+    requests: int
+    keys: int
+
+
 def create_task(
     ctx: RankContext,
     *,
-    spec: BackendSpec,
+    options: RunOptions,
     files: list[StormFile],
     run_id: int,
     write_bytes: int = WRITE_BYTES,
-    fsync: bool = True,
 ) -> RankResult:
-    """Rank task: create, write, fsync and close each of ``files`` from the common start."""
-    backend = spec.open()
+    """Rank task: create, write, fsync (``options.fsync``) and close each of ``files`` from
+    the common start."""
+    fsync = options.fsync
+    backend = options.spec.open()
     payloads = _payloads(files, run_id, write_bytes)
     paths = [f.path for f in files]
     ops = create_ops(write_bytes, fsync)
@@ -213,7 +248,7 @@ def create_task(
     return phases.result(
         files[0].global_rank if files else -1,
         write_bytes * len(paths),
-        extra={"files": len(paths), "fsynced": durable, "io": backend.name},
+        detail=CreateDetail(files=len(paths), fsynced=durable, io=backend.name),
         latencies_s={op: latencies[:, i] for i, op in enumerate(ops)},
     )
 
@@ -221,7 +256,7 @@ def create_task(
 def commit_task(
     ctx: RankContext,
     *,
-    spec: BackendSpec,
+    options: RunOptions,
     directory: str,
     manifest: bytes,
     metadata_bytes: int = 0,
@@ -230,7 +265,7 @@ def commit_task(
 ) -> RankResult:
     """Rank task: write ``.metadata.tmp`` (the manifest, padded to ``metadata_bytes`` when that
     is larger), fsync, close, rename to ``.metadata``, sync the directory."""
-    backend = spec.open()
+    backend = options.spec.open()
     tmp_path, final_path = metadata_paths(directory)
     padding = max(metadata_bytes - len(manifest), 0)
     stamper = (
@@ -273,16 +308,16 @@ def commit_task(
     return phases.result(
         0,
         written,
-        extra={"files": 1, "io": backend.name, "metadata_bytes": written},
+        detail=CommitDetail(files=1, io=backend.name, metadata_bytes=written),
         latencies_s={
             op: np.asarray([stamps[i + 1] - stamps[i]]) for i, op in enumerate(COMMIT_OPS)
         },
     )
 
 
-def list_task(ctx: RankContext, *, spec: BackendSpec, directory: str) -> RankResult:
+def list_task(ctx: RankContext, *, options: RunOptions, directory: str) -> RankResult:
     """Rank task: list ``directory`` once, as a restore's coordinator does; returns the names."""
-    backend = spec.open()
+    backend = options.spec.open()
     phases = PhaseMarks.start(ctx)
     ctx.progress(phase="list", path=directory)
     t0 = time.perf_counter()
@@ -292,7 +327,7 @@ def list_task(ctx: RankContext, *, spec: BackendSpec, directory: str) -> RankRes
     return phases.result(
         0,
         0,
-        extra={"files": 1},
+        detail=FilesDetail(files=1),
         latencies_s={"list": np.asarray([t1 - t0])},
         returned={"names": sorted(names)},
     )
@@ -333,19 +368,19 @@ def _timed_each(
     record = phases.result(
         -1,
         0,
-        extra={"files": len(paths)},
+        detail=FilesDetail(files=len(paths)),
         latencies_s={op: np.diff(np.asarray(stamps, dtype=np.float64))},
     )
     return record, results
 
 
-def stat_task(ctx: RankContext, *, spec: BackendSpec, paths: list[str]) -> RankResult:
+def stat_task(ctx: RankContext, *, options: RunOptions, paths: list[str]) -> RankResult:
     """Rank task: stat each of ``paths`` from the common start; returns their sizes."""
-    record, sizes = _timed_each(ctx, "stat", paths, spec.open().size)
+    record, sizes = _timed_each(ctx, "stat", paths, options.spec.open().size)
     return dataclasses.replace(record, returned={"sizes": np.asarray(sizes, dtype=np.int64)})
 
 
-def unlink_task(ctx: RankContext, *, spec: BackendSpec, paths: list[str]) -> RankResult:
+def unlink_task(ctx: RankContext, *, options: RunOptions, paths: list[str]) -> RankResult:
     """Rank task: remove ``paths`` from the common start (the retention delete storm).
 
     Where the backend has a bulk delete (an object store: S3 DeleteObjects through s3fs's
@@ -353,14 +388,14 @@ def unlink_task(ctx: RankContext, *, spec: BackendSpec, paths: list[str]) -> Ran
     deleting a retired step does, and each request is timed (``delete_batch``); elsewhere one
     unlink per file (``unlink``).
     """
-    backend = spec.open()
+    backend = options.spec.open()
     keys = backend.batch_delete_keys
     if not keys:
         return _timed_each(ctx, "unlink", paths, backend.unlink)[0]
     batches = [paths[i : i + keys] for i in range(0, len(paths), keys)]
     record = _timed_each(ctx, "delete_batch", batches, backend.unlink_batch)[0]
-    extra = {**record.extra, "files": len(paths), "requests": len(batches), "keys": keys}
-    return dataclasses.replace(record, extra=extra)
+    detail = DeleteDetail(files=len(paths), requests=len(batches), keys=keys)
+    return dataclasses.replace(record, detail=detail)
 
 
 # --- results and drivers ----------------------------------------------------------------------
@@ -513,11 +548,13 @@ def run_metadata_storm(
         raise ValueError("a metadata storm needs at least one file")
     chunks = split(list(files), ranks or pool.ranks)
     labels = [f"local rank {i} ({len(c)} files from {c[0].path})" for i, c in enumerate(chunks)]
-    kwargs = [{"files": c} for c in chunks]
-    shared = {"spec": spec, "run_id": run_id, "write_bytes": write_bytes, "fsync": fsync}
+    kwargs = [{"files": c, "run_id": run_id, "write_bytes": write_bytes} for c in chunks]
+    options = RunOptions(spec, fsync=fsync)
     expect = Expected("create storm", rank_files=tuple(len(c) for c in chunks))
-    results = run_ranks(pool, create_task, kwargs, timeout_s, labels, shared=shared, expect=expect)
-    used = results[0].extra["io"]
+    results = run_ranks(
+        pool, create_task, kwargs, timeout_s, labels, options=options, expect=expect
+    )
+    used = detail_as(results[0], CreateDetail).io
     create = _phase("create", len(files), results)
     committed = None
     if commit:
@@ -554,7 +591,6 @@ def run_commit(
     profile), fsynced, closed, renamed to ``.metadata``, directory synced (one rank)."""
     manifest = manifest_bytes(files, write_bytes)
     task = {
-        "spec": spec,
         "directory": directory,
         "manifest": manifest,
         "metadata_bytes": metadata_bytes,
@@ -567,6 +603,7 @@ def run_commit(
         [task],
         timeout_s,
         [f"local rank 0 (commit of {directory})"],
+        options=RunOptions(spec),
     )
     return _phase("commit", 1, results)
 
@@ -603,9 +640,10 @@ def run_restore_listing(
     listed = run_ranks(
         pool,
         list_task,
-        [{"spec": spec, "directory": directory}],
+        [{"directory": directory}],
         timeout_s,
         [f"local rank 0 (listing {directory})"],
+        options=RunOptions(spec),
     )
     names = tuple(listed[0].returned["names"])
     list_phase = _phase("list", 1, listed)
@@ -658,7 +696,7 @@ def _per_file_phase(
         "paths",
         lambda c: f"{op} of {len(c)} files",
         timeout_s,
-        shared={"spec": spec},
+        options=RunOptions(spec),
         phase=f"{op} storm",
     )
     return _phase(op, len(paths), results), chunks, results
@@ -672,30 +710,32 @@ def _split_run(
     words: Callable[[list[Any]], str],
     timeout_s: float,
     *,
-    shared: dict[str, Any],
+    options: RunOptions,
     phase: str,
+    each: dict[str, Any] | None = None,
 ) -> tuple[list[list[Any]], list[RankResult]]:
-    """Run ``task`` with ``items`` split over the pool's ranks (each rank's chunk as ``key``),
-    each rank labelled ``local rank i (words(chunk))``; returns the chunks and the results."""
+    """Run ``task`` with ``items`` split over the pool's ranks (each rank's chunk as ``key``,
+    beside the keyword arguments ``each`` every rank gets), each rank labelled
+    ``local rank i (words(chunk))``; returns the chunks and the results."""
     chunks = split(list(items), pool.ranks)
     results = run_ranks(
         pool,
         task,
-        [{key: c} for c in chunks],
+        [{**(each or {}), key: c} for c in chunks],
         timeout_s,
         [f"local rank {i} ({words(c)})" for i, c in enumerate(chunks)],
-        shared=shared,
+        options=options,
         expect=Expected(phase, rank_files=tuple(len(c) for c in chunks)),
     )
     return chunks, results
 
 
 def verify_task(
-    ctx: RankContext, *, spec: BackendSpec, files: list[StormFile], run_id: int, write_bytes: int
+    ctx: RankContext, *, options: RunOptions, files: list[StormFile], run_id: int, write_bytes: int
 ) -> RankResult:
     """Rank task (untimed): read each storm file back and check every byte of its stamped
     block; a corruption raises ``DataMismatch`` naming the file and the offset."""
-    backend = spec.open()
+    backend = options.spec.open()
     buffer = memoryview(bytearray(write_bytes))
     array = np.frombuffer(buffer, dtype=np.uint8)
     stampers: dict[int, BlockStamper] = {}
@@ -717,7 +757,7 @@ def verify_task(
         stamper.verify(array, file.index * stamper.step_bytes, file.path)
         ctx.progress(files=done)
     phases.mark("verify")
-    return phases.result(-1, write_bytes * len(files), extra={"files": len(files)})
+    return phases.result(-1, write_bytes * len(files), detail=FilesDetail(files=len(files)))
 
 
 def verify_storm(
@@ -740,7 +780,8 @@ def verify_storm(
         "files",
         lambda c: f"verify of {len(c)} files from {c[0].path}",
         timeout_s,
-        shared={"spec": spec, "run_id": run_id, "write_bytes": write_bytes},
+        options=RunOptions(spec),
         phase="verify storm",
+        each={"run_id": run_id, "write_bytes": write_bytes},
     )
     return sum(r.bytes for r in results)

@@ -13,7 +13,7 @@ from ckptgate.workloads import write_burst
 
 
 def write_noting_stamp_pools(ctx: RankContext, **kwargs: Any) -> RankResult:
-    """``write_shard_task``, noting when each stamp pool was made (``extra["pools_made"]``,
+    """``write_shard_task``, noting when each stamp pool was made (``returned["pools_made"]``,
     the rank's monotonic clock)."""
     made: list[float] = []
 
@@ -28,4 +28,4 @@ def write_noting_stamp_pools(ctx: RankContext, **kwargs: Any) -> RankResult:
         result = write_burst.write_shard_task(ctx, **kwargs)
     finally:
         write_burst.BlockStamper = original  # type: ignore[misc]
-    return dataclasses.replace(result, extra={**result.extra, "pools_made": made})
+    return dataclasses.replace(result, returned={**result.returned, "pools_made": made})
