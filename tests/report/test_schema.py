@@ -31,12 +31,8 @@ def _write_burst() -> BurstResult:
         path = f"/t/__{rank}_0.distcp"
         files = (FileWritten(path, 4096, 0, 0.5 + rank),)
         detail = WriteDetail(0.01, True, 2**27, path, (rank,), files)
-        marks = (
-            ("open", 10.1),
-            ("write", 10.4 + rank),
-            ("fsync", 10.5 + rank),
-            ("close", 10.6 + rank),
-        )
+        ends = (10.1, 10.4 + rank, 10.5 + rank, 10.6 + rank)
+        marks = tuple(zip(("open", "write", "fsync", "close"), ends, strict=True))
         result = RankResult(rank, rank, 4096, 10.0 + rank / 1000, marks, detail=detail)
         result["common_start_mono"] = 10.0
         results.append(result)
