@@ -34,8 +34,10 @@ from ckptgate.engine.records import (
     PhaseMarks,
     RankDetail,
     RankResult,
+    RankReturn,
     per_second,
     records_from_results,
+    returned_as,
     run_ranks,
 )
 from ckptgate.storage.backend import BackendSpec
@@ -85,6 +87,14 @@ class ReaderDetail(RankDetail):
     """Whether it dropped each file's pages before reading it."""
     reads: int
     """Read calls made."""
+
+
+@dataclass(frozen=True)
+class ReadTicks(RankReturn):
+    """Every read of one reader: when it ended (the node's monotonic clock) and its bytes."""
+
+    ends_mono: np.ndarray
+    sizes_bytes: np.ndarray
 
 
 def read_stream_task(
@@ -149,10 +159,10 @@ def read_stream_task(
         DATASET_RANK_BASE + ctx.local_rank,
         total,
         detail=ReaderDetail(passes=passes, cache_dropped=drop, reads=len(ends)),
-        returned={
-            "ends_mono": np.asarray(ends, dtype=np.float64),
-            "sizes": np.asarray(sizes, dtype=np.int64),
-        },
+        returned=ReadTicks(
+            ends_mono=np.asarray(ends, dtype=np.float64),
+            sizes_bytes=np.asarray(sizes, dtype=np.int64),
+        ),
     )
 
 
@@ -230,7 +240,10 @@ def run_readers(
     results = run_ranks(pool, read_stream_task, kwargs, timeout_s, labels, options=RunOptions(spec))
     records = records_from_results(results)  # refuses a result without the common start
     common = cast(float, results[0].common_start_mono)
-    ticks = tuple((r.returned["ends_mono"], r.returned["sizes"]) for r in results)
+    ticks = tuple(
+        (returned_as(r, ReadTicks).ends_mono, returned_as(r, ReadTicks).sizes_bytes)
+        for r in results
+    )
     starts = tuple(r.start_mono for r in results)
     ends = tuple(r.marks_mono[-1][1] for r in results)
     return ReaderRun(BurstResult("read", tuple(records)), common, ticks, starts, ends)

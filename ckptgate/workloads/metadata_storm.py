@@ -51,10 +51,12 @@ from ckptgate.engine.records import (
     PhaseMarks,
     RankDetail,
     RankResult,
+    RankReturn,
     detail_as,
     merge_nodes,
     per_second,
     records_from_results,
+    returned_as,
     run_ranks,
 )
 from ckptgate.engine.sampler import Expected
@@ -178,6 +180,20 @@ class CommitDetail(FilesDetail):
 
     io: str
     metadata_bytes: int
+
+
+@dataclass(frozen=True)
+class Listed(RankReturn):
+    """A listing's names, sorted."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Statted(RankReturn):
+    """Each statted path's size, in the chunk's order."""
+
+    sizes_bytes: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -329,7 +345,7 @@ def list_task(ctx: RankContext, *, options: RunOptions, directory: str) -> RankR
         0,
         detail=FilesDetail(files=1),
         latencies_s={"list": np.asarray([t1 - t0])},
-        returned={"names": sorted(names)},
+        returned=Listed(tuple(sorted(names))),
     )
 
 
@@ -377,7 +393,7 @@ def _timed_each(
 def stat_task(ctx: RankContext, *, options: RunOptions, paths: list[str]) -> RankResult:
     """Rank task: stat each of ``paths`` from the common start; returns their sizes."""
     record, sizes = _timed_each(ctx, "stat", paths, options.spec.open().size)
-    return dataclasses.replace(record, returned={"sizes": np.asarray(sizes, dtype=np.int64)})
+    return dataclasses.replace(record, returned=Statted(np.asarray(sizes, dtype=np.int64)))
 
 
 def unlink_task(ctx: RankContext, *, options: RunOptions, paths: list[str]) -> RankResult:
@@ -645,7 +661,7 @@ def run_restore_listing(
         [f"local rank 0 (listing {directory})"],
         options=RunOptions(spec),
     )
-    names = tuple(listed[0].returned["names"])
+    names = returned_as(listed[0], Listed).names
     list_phase = _phase("list", 1, listed)
     if not names:
         raise ValueError(f"restore listing: {directory} is empty")
@@ -657,7 +673,7 @@ def run_restore_listing(
     for chunk, result in zip(chunks, results, strict=True):
         sizes.update(
             (p.rsplit("/", 1)[-1], int(s))
-            for p, s in zip(chunk, result.returned["sizes"], strict=True)
+            for p, s in zip(chunk, returned_as(result, Statted).sizes_bytes, strict=True)
         )
     return RestoreListing(names, sizes, list_phase, stat_phase)
 

@@ -17,8 +17,10 @@ from ckptgate.engine.records import (
     RankResult,
     detail_as,
     records_from_results,
+    returned_as,
     run_ranks,
 )
+from ckptgate.workloads.metadata_storm import Listed
 from tests.engine import rank_tasks
 
 
@@ -62,9 +64,9 @@ def test_the_engines_stamp_is_the_only_mutation() -> None:
 
 
 def test_a_result_pickles_with_its_arrays() -> None:
-    original = result(latencies_s={"stat": np.arange(3.0)}, returned={"names": ["a"]})
+    original = result(latencies_s={"stat": np.arange(3.0)}, returned=Listed(("a",)))
     copy = pickle.loads(pickle.dumps(original))
-    assert copy.marks_mono == original.marks_mono and copy.returned == {"names": ["a"]}
+    assert copy.marks_mono == original.marks_mono and returned_as(copy, Listed).names == ("a",)
     assert np.array_equal(copy.latencies_s["stat"], original.latencies_s["stat"])
 
 
@@ -133,3 +135,5 @@ def test_a_record_read_as_another_workloads_detail_is_refused_by_name() -> None:
     assert detail_as(record, rank_tasks.MarkerDetail).marker == 7
     with pytest.raises(TypeError, match="rank 3 carries MarkerDetail, not OtherDetail"):
         detail_as(record, OtherDetail)
+    with pytest.raises(TypeError, match="rank 9 carries NoneType, not Listed"):
+        returned_as(result(), Listed)  # the task returned nothing to its driver

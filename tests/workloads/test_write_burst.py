@@ -98,5 +98,5 @@ def test_the_stamp_pools_are_made_before_the_common_start(pool: RankPool, tmp_pa
     kwargs = [{"options": RunOptions(LOCAL), "files": [shard]} for shard in shards]
     results = pool.run(recording_tasks.write_noting_stamp_pools, kwargs, 60)
     for result in results:
-        made = result.returned["pools_made"]
+        made = result.returned.made_mono
         assert len(made) == 1 and made[0] < result.start_mono
