@@ -13,12 +13,12 @@ import importlib.util
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst
-from ckptgate.report.schema import ContentionSection, LatencyStats, SeriesRun
+from ckptgate.report.schema import ContentionSection, LatencyStats, SeriesRun, SweepRow
 
 INSTALL_HINT = "plots need matplotlib: pip install 'ckptgate[report]'"
 
@@ -252,31 +252,34 @@ def contention(section: ContentionSection) -> str | None:
     return _svg(figure, "contention")
 
 
-SWEEP_PANELS: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("lost work to failures", ("lost_work_fraction",), "fraction"),
-    ("stall budget per checkpoint", ("stall_budget_s",), "s"),
-    ("sync write bandwidth needed", ("sync_write_bytes_per_s",), "B/s"),
+Line = tuple[str, Callable[[SweepRow], float | None]]
+"""One line of a sweep panel: its legend label and the row's number it plots."""
+
+SWEEP_PANELS: tuple[tuple[str, tuple[Line, ...], str], ...] = (
+    ("lost work to failures", (("lost work", lambda r: r.lost_work_fraction),), "fraction"),
+    ("stall budget per checkpoint", (("stall budget", lambda r: r.stall_budget_s),), "s"),
+    ("sync write bandwidth needed", (("sync write", lambda r: r.sync_write_bytes_per_s),), "B/s"),
     ("async persist bandwidth needed",
-     ("async_persist_min_bytes_per_s", "async_persist_planned_bytes_per_s"), "B/s"),
+     (("min", lambda r: r.async_persist_min_bytes_per_s),
+      ("planned", lambda r: r.async_persist_planned_bytes_per_s)), "B/s"),
 )  # fmt: skip
 
 
-def sizing_sweep(rows: Sequence[dict[str, Any]], measured_bytes_per_s: float | None) -> str | None:
+def sizing_sweep(rows: Sequence[SweepRow], measured_bytes_per_s: float | None) -> str | None:
     """Lost work, stall, sync and async bandwidth against the checkpoint interval, the chosen
     interval and Young's and Daly's optima marked; the run's measured write bandwidth beside
     the bandwidth panels where it is comparable (a full-cluster run)."""
-    rows = [r for r in rows if r.get("interval_s")]
+    rows = [r for r in rows if r.interval_s]
     if len(rows) < 2:
         return None
     figure, axes = _figure(5.6, ncols=2, nrows=2)
-    xs = [r["interval_s"] for r in rows]
-    marks = _merged_marks([(r["interval_s"], r["label"]) for r in rows if r.get("label")])
+    xs = [r.interval_s for r in rows]
+    marks = _merged_marks([(r.interval_s, r.label) for r in rows if r.label])
     for ax, (title, names, unit) in zip(
         (a for line in axes for a in line), SWEEP_PANELS, strict=True
     ):
-        for name in names:
-            label = name.removeprefix("async_persist_").removesuffix("_bytes_per_s")
-            ax.plot(xs, [r.get(name) for r in rows], marker="o", markersize=3, label=label)
+        for label, value in names:
+            ax.plot(xs, [value(r) for r in rows], marker="o", markersize=3, label=label)
         if unit == "B/s" and measured_bytes_per_s:
             ax.axhline(measured_bytes_per_s, color="#2ca02c", linewidth=1.2,
                        label="measured write")  # fmt: skip

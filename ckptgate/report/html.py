@@ -323,21 +323,23 @@ def _sweep(report: SavedReport, plots: bool) -> list[str]:
     out.append(f'<p class="note">{esc(source)}; derived, not measured</p>')
     if not rows:
         return out
-    columns = (
-        ("lost work", "lost_work_fraction", "fraction"),
-        ("goodput loss", "goodput_loss_fraction", "fraction"),
-        ("stall budget", "stall_budget_s", "s"),
-        ("sync write", "sync_write_bytes_per_s", "B/s"),
-        ("async persist (min)", "async_persist_min_bytes_per_s", "B/s"),
-        ("async persist (planned)", "async_persist_planned_bytes_per_s", "B/s"),
-        ("create rate", "create_rate_per_s", "1/s"),
-    )
+    header = ("interval", "", "lost work", "goodput loss", "stall budget", "sync write",
+              "async persist (min)", "async persist (planned)", "create rate")  # fmt: skip
     body = [
-        [num(format_value(r["interval_s"], "s")), r.get("label", "")]
-        + [num(format_value(r.get(key), unit)) for _, key, unit in columns]
+        [
+            num(format_value(r.interval_s, "s")),
+            r.label,
+            num(format_value(r.lost_work_fraction, "fraction")),
+            num(format_value(r.goodput_loss_fraction, "fraction")),
+            num(format_value(r.stall_budget_s, "s")),
+            num(format_value(r.sync_write_bytes_per_s, "B/s")),
+            num(format_value(r.async_persist_min_bytes_per_s, "B/s")),
+            num(format_value(r.async_persist_planned_bytes_per_s, "B/s")),
+            num(format_value(r.create_rate_per_s, "1/s")),
+        ]
         for r in rows
     ]
-    out.append(table(("interval", "", *(c[0] for c in columns)), body))
+    out.append(table(header, body))
     if plots:
         write = report.write
         full = report.verdict.scale.full_cluster

@@ -21,7 +21,9 @@ from ckptgate.report.schema import (
     RankRow,
     ReportSchemaError,
     SavedReport,
+    SweepRow,
     load_saved,
+    sweep_row,
 )
 from ckptgate.sizing import SHIPPED_PROFILES, derive, load_profile, profile_to_dict, sweep
 from ckptgate.sizing.checklist import sort_key
@@ -102,7 +104,7 @@ def sweep_section(profile: Any) -> dict[str, Any]:
     return {"profile": profile_to_dict(profile), "rows": sweep(profile)}
 
 
-def sweep_rows(report: SavedReport) -> tuple[list[dict[str, Any]], str]:
+def sweep_rows(report: SavedReport) -> tuple[list[SweepRow], str]:
     """The sizing sweep for a saved report, and where it came from.
 
     The report's own ``sweep`` section first; else, for a shipped profile whose sizing
@@ -116,7 +118,8 @@ def sweep_rows(report: SavedReport) -> tuple[list[dict[str, Any]], str]:
         profile = load_profile(name)
         derived = derive(profile).to_json()
         if all(_close(derived.get(k), sizing.get(k)) for k in SWEEP_MATCH):
-            return sweep(profile), (
+            rows = [sweep_row(row, f"the shipped profile {name}") for row in sweep(profile)]
+            return rows, (
                 f"recomputed from the shipped profile {name} (this report has no sweep section; "
                 "the profile's sizing matches the report's)"
             )

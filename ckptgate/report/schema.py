@@ -182,11 +182,27 @@ class ContentionSection:
 
 
 @dataclass(frozen=True)
-class SweepSection:
-    """The sizing over checkpoint intervals (``report.saved.sweep_section``): one mapping of
-    numbers per interval, keyed as ``ckptgate.sizing.sweep`` names them."""
+class SweepRow:
+    """The full cluster's sizing at one checkpoint interval (``ckptgate.sizing.sweep``)."""
 
-    rows: tuple[dict[str, Any], ...] = ()
+    interval_s: float
+    label: str = ""
+    """Which interval this is, where it is a marked one (the chosen one, Young's, Daly's)."""
+    lost_work_fraction: float | None = None
+    goodput_loss_fraction: float | None = None
+    stall_budget_s: float | None = None
+    sync_write_bytes_per_s: float | None = None
+    async_persist_min_bytes_per_s: float | None = None
+    async_persist_planned_bytes_per_s: float | None = None
+    create_rate_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SweepSection:
+    """The sizing over checkpoint intervals (``report.saved.sweep_section``), with the
+    profile mapping that produced it."""
+
+    rows: tuple[SweepRow, ...] = ()
     profile: dict[str, Any] = field(default_factory=dict)
 
 
@@ -260,6 +276,11 @@ def load_saved(data: Any, source: str) -> SavedReport:
         )
     report = _build(SavedReport, data, "", source)
     return dataclasses.replace(report, data=data)
+
+
+def sweep_row(raw: Any, source: str) -> SweepRow:
+    """One row of ``ckptgate.sizing.sweep`` (a mapping) as a ``SweepRow``."""
+    return _build(SweepRow, raw, "sweep.rows", source)
 
 
 def _json_kind(value: Any) -> str:
