@@ -34,6 +34,7 @@ from typing import Any
 
 from ckptgate.benchmarks.hpc import mpirun
 from ckptgate.engine.records import BurstResult, RankRecord
+from ckptgate.workloads.write_burst import FileWritten, WriteDetail
 
 STEPS = ("start-up", "gathered step")
 MODULE = "ckptgate.benchmarks.collectives"
@@ -64,6 +65,19 @@ class CountingComm:
         return message
 
 
+def _write_detail(global_rank: int) -> WriteDetail:
+    """A write rank's detail as a 405b burst on Lustre reports it (one file per rank)."""
+    path = f"/lustre/ckpt/ckptgate-run/round-1/__{global_rank}_0.distcp"
+    return WriteDetail(
+        generate_s=0.8,
+        fsynced=True,
+        peak_rss_bytes=180_000_000,
+        path=path,
+        global_ranks=(global_rank,),
+        files=(FileWritten(path, 3_430_000_000, 0, 41.2),),
+    )
+
+
 def burst_records(node: int, ranks: int) -> BurstResult:
     """One node's write-burst records, shaped as the write campaign gathers them."""
     records = tuple(
@@ -75,12 +89,7 @@ def burst_records(node: int, ranks: int) -> BurstResult:
             start_s=0.0001 * rank,
             end_s=41.2 + 0.01 * rank,
             phases_s={"open": 0.002, "write": 38.9, "fsync": 2.2, "close": 0.001},
-            extra={
-                "path": f"/lustre/ckpt/ckptgate-run/round-1/__{node * ranks + rank}_0.distcp",
-                "fsynced": True,
-                "generate_s": 0.8,
-                "peak_rss_bytes": 180_000_000,
-            },
+            detail=_write_detail(node * ranks + rank),
             node=node,
         )
         for rank in range(ranks)

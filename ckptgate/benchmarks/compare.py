@@ -43,12 +43,12 @@ from ckptgate.benchmarks.pairs import (
 )
 from ckptgate.engine.interrupts import signals_deferred, sigterm_unwinds
 from ckptgate.engine.pool import RankContext, RankPool
-from ckptgate.engine.records import BurstResult
+from ckptgate.engine.records import BurstResult, detail_as
 from ckptgate.sizing.units import GB, KB, MB, GiB, KiB, MiB
 from ckptgate.storage import pagecache
 from ckptgate.storage.manifest import Writer
 from ckptgate.storage.target import Target, TargetError
-from ckptgate.workloads.readback import ReadResult, run_readback
+from ckptgate.workloads.readback import ReadFilesDetail, ReadResult, run_readback
 from ckptgate.workloads.storm import (
     run_delete_storm,
     run_metadata_storm,
@@ -57,6 +57,7 @@ from ckptgate.workloads.storm import (
 )
 from ckptgate.workloads.write_burst import (
     ShardFile,
+    WriteDetail,
     peak_rss_bytes,
     run_write_burst,
     shard_file_name,
@@ -254,7 +255,9 @@ def compare_write(target: Target, settings: BenchSettings) -> Comparison:
 
         for burst, (figure, detail), first in timed_pairs(settings, "w", suite, peer):
             for record in burst.ranks:
-                peaks[record.rank] = max(peaks[record.rank], record.extra["peak_rss_bytes"])
+                peaks[record.rank] = max(
+                    peaks[record.rank], detail_as(record, WriteDetail).peak_rss_bytes
+                )
             comparison.pairs.append(
                 Pair(
                     burst.aggregate_bytes_per_s,
@@ -263,7 +266,9 @@ def compare_write(target: Target, settings: BenchSettings) -> Comparison:
                         "span_s": burst.span_s,
                         "start_skew_s": burst.start_skew_s,
                         "slowest_phases_s": burst.slowest.phases_s,
-                        "generate_s_max": max(r.extra["generate_s"] for r in burst.ranks),
+                        "generate_s_max": max(
+                            detail_as(r, WriteDetail).generate_s for r in burst.ranks
+                        ),
                     },
                     detail,
                     first,
@@ -412,7 +417,7 @@ def compare_read(target: Target, settings: BenchSettings) -> Comparison:
                                 "start_s": r.start_s,
                                 "end_s": r.end_s,
                                 **r.phases_s,
-                                "verify_s": r.extra["verify_s"],
+                                "verify_s": detail_as(r, ReadFilesDetail).verify_s,
                             }
                             for r in read.burst.ranks
                         ],

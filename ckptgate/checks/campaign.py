@@ -287,7 +287,7 @@ class WriteCampaign:
                 r,
                 start_s=r.start_s + after,
                 end_s=r.end_s + after,
-                extra={**r.extra, "coordinator": True},
+                coordinator=True,
             )
             for r in commits[0].ranks
         )

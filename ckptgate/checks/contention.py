@@ -24,13 +24,14 @@ from ckptgate.checks.campaign import WriteCampaign
 from ckptgate.checks.write import persist_item, stall_item
 from ckptgate.cluster.nodes import pool_cancel, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
-from ckptgate.engine.records import BurstResult, merge_nodes
+from ckptgate.engine.records import BurstResult, detail_as, merge_nodes
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_rate, format_seconds
 from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.contention import (
     READ_BYTES,
     ContendedRun,
+    ReaderDetail,
     ReaderRun,
     dataset_files,
     prepare_dataset,
@@ -171,7 +172,9 @@ def run_contention(campaign: WriteCampaign, readers: RankPool) -> Iterator[Conte
             coverage=min(run.coverage for run in runs),
             readers=readers.ranks * nodes.count,
             dataset_bytes=profile.run.reader_bytes * nodes.count,
-            cache_dropped=all(r.extra["cache_dropped"] for a in alone for r in a.burst.ranks),
+            cache_dropped=all(
+                detail_as(r, ReaderDetail).cache_dropped for a in alone for r in a.burst.ranks
+            ),
             memory_backed=target.facts.memory_backed,
             duration_s=duration_s,
         )

@@ -33,7 +33,7 @@ def report_main(argv: Sequence[str]) -> int:
     except ValueError as error:
         print(f"ckptgate report: {error}", file=sys.stderr)
         return 2
-    print((data.get("verdict") or {}).get("line", ""))
+    print(data.verdict.line)
     print()
     for line in item_table(items_of(data)):
         print(line)

@@ -18,6 +18,7 @@ from typing import Any
 
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import items_of, load_report
+from ckptgate.report.schema import SavedReport, SavedScale, SavedVerdict
 from ckptgate.report.text import columns
 from ckptgate.sizing.checklist import sort_key
 
@@ -31,19 +32,19 @@ class Run:
 
     label: str
     path: str
-    data: dict[str, Any]
+    report: SavedReport
 
     @property
     def items(self) -> list[Item]:
-        return items_of(self.data)
+        return items_of(self.report)
 
     @property
-    def verdict(self) -> dict[str, Any]:
-        return self.data.get("verdict") or {}
+    def verdict(self) -> SavedVerdict:
+        return self.report.verdict
 
     @property
-    def scale(self) -> dict[str, Any]:
-        return self.verdict.get("scale") or {}
+    def scale(self) -> SavedScale:
+        return self.verdict.scale
 
     def tightest(self) -> Item | None:
         """The gated item with the smallest margin: by how much the run passed (or failed).
@@ -60,7 +61,7 @@ class Run:
         """``qualified, tightest margin x16.7 (load generator vs target)``."""
         tight = self.tightest()
         how = f", tightest margin {format_margin(tight.margin)} ({tight.title})" if tight else ""
-        return f"{self.verdict.get('status', 'error')}{how}"
+        return f"{self.verdict.status}{how}"
 
 
 def load_runs(paths: Sequence[str]) -> list[Run]:
@@ -126,24 +127,28 @@ def unfairness(runs: Sequence[Run]) -> list[str]:
         if not _same(values):
             warnings.append(f"{what} differs: {_each(runs, values, unit)}{why}")
 
-    differs("cluster profile", [r.data.get("profile") for r in runs],
+    differs("cluster profile", [r.report.profile for r in runs],
             why=": the runs were asked for different requirements")  # fmt: skip
-    sizings = [r.data.get("sizing") or {} for r in runs]
+    sizings = [r.report.sizing for r in runs]
     names = [k for k in dict.fromkeys(k for s in sizings for k in s) if k not in SIZING_SKIPPED]
     for name in names:
         differs(f"sizing {name}", [s.get(name) for s in sizings], _unit(name, sizings[0]))
-    differs("nodes", [r.scale.get("nodes", r.data.get("nodes")) for r in runs])
-    differs("cluster nodes", [r.scale.get("cluster_nodes") for r in runs])
-    differs("ranks", [r.scale.get("ranks", r.data.get("ranks")) for r in runs])
-    differs("capped shards", [(r.data.get("write") or {}).get("capped") for r in runs],
+    differs("nodes", [_or(r.scale.nodes, r.report.nodes) for r in runs])
+    differs("cluster nodes", [r.scale.cluster_nodes for r in runs])
+    differs("ranks", [_or(r.scale.ranks, r.report.ranks) for r in runs])
+    differs("capped shards", [r.report.write.capped if r.report.write else None for r in runs],
             why=": a capped run writes less than a checkpoint")  # fmt: skip
-    differs("trial settings", ["; ".join(r.scale.get("trial_settings") or []) or "none"
-                               for r in runs])  # fmt: skip
-    differs("suite version (ckptgate_version)", [r.data.get("ckptgate_version") for r in runs],
+    differs("trial settings", ["; ".join(r.scale.trial_settings) or "none" for r in runs])
+    differs("suite version (ckptgate_version)", [r.report.ckptgate_version for r in runs],
             why=": the measurements may differ in method")  # fmt: skip
-    differs("memory-backed target", [bool(r.data.get("memory_backed")) for r in runs],
+    differs("memory-backed target", [bool(r.report.memory_backed) for r in runs],
             why=": a memory-backed target's page cache is the storage")  # fmt: skip
     return warnings
+
+
+def _or(first: int | None, second: int | None) -> int | None:
+    """The verdict's scale's count, or the run's own where the scale has none."""
+    return first if first is not None else second
 
 
 def item_ids(runs: Sequence[Run]) -> list[str]:
@@ -184,8 +189,8 @@ def item_table(runs: Sequence[Run]) -> tuple[list[str], list[list[str]]]:
 def run_lines(runs: Sequence[Run]) -> list[str]:
     """One line per run: its letter, file, profile and target, and its verdict."""
     return [
-        f"{run.label}: {run.path}: {run.data.get('profile')} on {run.data.get('target')} "
-        f"({run.data.get('fs_type')}), {run.scale.get('words', '')}: {run.summary()}"
+        f"{run.label}: {run.path}: {run.report.profile} on {run.report.target} "
+        f"({run.report.fs_type}), {run.scale.words}: {run.summary()}"
         for run in runs
     ]
 

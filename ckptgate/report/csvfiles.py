@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptgate.report.saved import PHASES, bursts, items_of
+from ckptgate.report.schema import SavedReport
 
 ITEM_COLUMNS: tuple[str, ...] = (
     "checklist",
@@ -62,44 +63,50 @@ def ranks_path(path: str | Path) -> Path:
     return path.with_name(f"{path.stem}-ranks{path.suffix or '.csv'}")
 
 
-def item_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+def item_rows(report: SavedReport) -> list[dict[str, Any]]:
     """One dict per item (ITEM_COLUMNS), in checklist order."""
-    as_run = data.get("profile_as_run") or {}
+    as_run = report.profile_as_run
     run = {
-        "run_verdict": (data.get("verdict") or {}).get("status"),
-        "profile_as_run": f"{as_run['label']}: {as_run['size_words']}"
-        if as_run
-        else data.get("profile"),
+        "run_verdict": report.verdict.status,
+        "profile_as_run": f"{as_run.label}: {as_run.size_words}" if as_run else report.profile,
     }
     rows = []
-    for item in items_of(data):
+    for item in items_of(report):
         rows.append({name: run[name] if name in run else getattr(item, name, None)
                      for name in ITEM_COLUMNS})  # fmt: skip
     return rows
 
 
-def rank_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+def rank_rows(report: SavedReport) -> list[dict[str, Any]]:
     """One dict per rank record of each burst section (RANK_COLUMNS)."""
     rows = []
-    for burst in bursts(data):
+    for burst in bursts(report):
         for record in burst.ranks:
-            row = {name: record.get(name) for name in RANK_COLUMNS}
-            total_s = record.get("total_s")
-            row["section"] = burst.label
-            row["bytes_per_s"] = (
-                record["bytes"] / total_s if total_s and "bytes" in record else None
+            rows.append(
+                {
+                    "section": burst.label,
+                    "node": record.node,
+                    "host": record.host,
+                    "rank": record.rank,
+                    "global_rank": record.global_rank,
+                    "bytes": record.bytes,
+                    "start_s": record.start_s,
+                    **{phase: record.phase_s(phase) for phase in PHASES},
+                    "total_s": record.total_s,
+                    "end_s": record.end_s,
+                    "bytes_per_s": record.bytes_per_s,
+                    "slowest": burst.is_slowest(record),
+                }
             )
-            row["slowest"] = burst.is_slowest(record)
-            rows.append(row)
     return rows
 
 
-def write_csv(data: dict[str, Any], path: str | Path) -> tuple[Path, Path]:
+def write_csv(report: SavedReport, path: str | Path) -> tuple[Path, Path]:
     """Write the items to ``path`` and the per-rank records beside it; return both paths."""
     items_file, ranks_file = Path(path), ranks_path(path)
     for target, header, rows in (
-        (items_file, ITEM_COLUMNS, item_rows(data)),
-        (ranks_file, RANK_COLUMNS, rank_rows(data)),
+        (items_file, ITEM_COLUMNS, item_rows(report)),
+        (ranks_file, RANK_COLUMNS, rank_rows(report)),
     ):
         with target.open("w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=header)

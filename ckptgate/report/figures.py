@@ -13,11 +13,12 @@ import importlib.util
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst
+from ckptgate.report.schema import ContentionSection, LatencyStats, SeriesRun, SweepRow
 
 INSTALL_HINT = "plots need matplotlib: pip install 'ckptgate[report]'"
 
@@ -109,26 +110,26 @@ def margins(runs: Sequence[tuple[str, Sequence[Item]]]) -> str | None:
 def timeline(burst: Burst) -> tuple[str, str] | None:
     """Each rank's phases as horizontal bars on the burst's common time axis; the slowest rank
     is marked. Returns the SVG and a caption, or None without records."""
-    records = [r for r in burst.ranks if "start_s" in r]
+    records = list(burst.ranks)
     if not records:
         return None
     caption = f"{len(records)} ranks"
     if len(records) > MAX_TIMELINE_RANKS:
-        records = sorted(records, key=lambda r: -r.get("total_s", 0.0))[:MAX_TIMELINE_RANKS]
+        records = sorted(records, key=lambda r: -r.total_s)[:MAX_TIMELINE_RANKS]
         caption = f"the {MAX_TIMELINE_RANKS} slowest of {len(burst.ranks)} ranks"
-    records = sorted(records, key=lambda r: (r.get("node", 0), r.get("global_rank", 0)))
+    records = sorted(records, key=lambda r: (r.node, r.global_rank))
     phases = burst.phases()
     figure, axes = _figure(0.28 * len(records) + 1.3)
     ax = axes[0][0]
     for row, record in enumerate(records):
-        left = record["start_s"]
+        left = record.start_s
         for phase in phases:
-            width = record.get(phase) or 0.0
+            width = record.phase_s(phase) or 0.0
             ax.barh(row, width, left=left, color=PHASE_COLOURS[phase], height=0.7)
             left += width
     labels = []
     for record in records:
-        label = f"node {record.get('node', '?')} rank {record.get('global_rank', '?')}"
+        label = f"node {record.node} rank {record.global_rank}"
         labels.append(label + ("  (slowest)" if burst.is_slowest(record) else ""))
     ax.set_yticks(range(len(records)), labels)
     for tick, record in zip(ax.get_yticklabels(), records, strict=True):
@@ -138,7 +139,7 @@ def timeline(burst: Burst) -> tuple[str, str] | None:
     slowest = [row for row, r in enumerate(records) if burst.is_slowest(r)]
     for row in slowest:
         ax.axhspan(row - 0.45, row + 0.45, color="#d62728", alpha=0.12, linewidth=0)
-        ax.axvline(records[row]["end_s"], color="#d62728", linewidth=0.8, linestyle="--")
+        ax.axvline(records[row].end_s, color="#d62728", linewidth=0.8, linestyle="--")
     ax.invert_yaxis()
     ax.set_xlim(left=0)
     _ticks(ax.xaxis, "s")
@@ -156,7 +157,7 @@ def _patch(colour: str, label: str) -> Any:
 
 def node_bandwidth(bursts: Sequence[Burst]) -> str | None:
     """Each node's bandwidth in each burst (node_bytes_per_s), grouped by node."""
-    series = [(b.label, b.data.get("node_bytes_per_s") or {}) for b in bursts]
+    series = [(b.label, b.section.node_bytes_per_s) for b in bursts]
     series = [(label, values) for label, values in series if values]
     if not series:
         return None
@@ -174,17 +175,17 @@ def node_bandwidth(bursts: Sequence[Burst]) -> str | None:
     return _svg(figure, "node-bandwidth")
 
 
-def bandwidth_over_time(runs: Sequence[dict[str, Any]]) -> str | None:
+def bandwidth_over_time(runs: Sequence[SeriesRun]) -> str | None:
     """Each run's sampled bandwidth (``bandwidth_series``: rates between samples, per node)
     against the time since its common start, one line per run and node, drawn as steps."""
-    drawn = [r for r in runs if len(r.get("t_s") or ()) > 1 and r.get("bytes_per_s")]
+    drawn = [r for r in runs if len(r.t_s) > 1 and r.bytes_per_s]
     if not drawn:
         return None
     figure, axes = _figure(3.2)
     ax = axes[0][0]
     for run in drawn:
-        times, rates = run["t_s"], run["bytes_per_s"]
-        label = f"{run.get('phase')} #{run.get('nth')}, node {run.get('node')}"
+        times, rates = run.t_s, run.bytes_per_s
+        label = f"{run.phase} #{run.nth}, node {run.node}"
         ax.step(times[: len(rates) + 1], [*rates, rates[-1]][: len(times)], where="post",
                 label=label)  # fmt: skip
     _ticks(ax.yaxis, "B/s")
@@ -195,21 +196,22 @@ def bandwidth_over_time(runs: Sequence[dict[str, Any]]) -> str | None:
     return _svg(figure, "bandwidth-over-time")
 
 
-def metadata_latency(latency_s: dict[str, dict[str, float]]) -> str | None:
+def metadata_latency(latency_s: dict[str, LatencyStats]) -> str | None:
     """p50, p99 and max latency per metadata operation (log scale)."""
-    ops = [op for op, stats in latency_s.items() if stats.get("max_s")]
+    ops = [op for op, stats in latency_s.items() if stats.max_s]
     if not ops:
         return None
     figure, axes = _figure(0.42 * len(ops) + 1.2)
     ax = axes[0][0]
-    stats_names = (("p50_s", "#1f77b4"), ("p99_s", "#ff7f0e"), ("max_s", "#d62728"))
-    height = 0.8 / len(stats_names)
-    for index, (name, colour) in enumerate(stats_names):
+    colours = ("#1f77b4", "#ff7f0e", "#d62728")
+    height = 0.8 / len(colours)
+    marks = [latency_s[op].marks_s() for op in ops]
+    for index, colour in enumerate(colours):
         ys = [row + (index - 1) * height for row in range(len(ops))]
-        values = [max(latency_s[op].get(name) or 0.0, 1e-9) for op in ops]
-        ax.barh(ys, values, height=height, color=colour, label=name.removesuffix("_s"))
+        values = [max(each[index][1] or 0.0, 1e-9) for each in marks]
+        ax.barh(ys, values, height=height, color=colour, label=marks[0][index][0])
     ax.set_xscale("log")
-    ax.set_yticks(range(len(ops)), [f"{op} (n={latency_s[op].get('count', 0)})" for op in ops])
+    ax.set_yticks(range(len(ops)), [f"{op} (n={latency_s[op].count})" for op in ops])
     ax.invert_yaxis()
     _ticks(ax.xaxis, "s")
     ax.set_xlabel("latency per operation")
@@ -217,60 +219,67 @@ def metadata_latency(latency_s: dict[str, dict[str, float]]) -> str | None:
     return _svg(figure, "metadata-latency")
 
 
-def contention(section: dict[str, Any]) -> str | None:
+def contention(section: ContentionSection) -> str | None:
     """Writers and readers alone and while the other runs, with each side's slowdown."""
-    pairs = [
-        ("checkpoint writers", "writers_alone_bytes_per_s", "writers_contended_bytes_per_s",
-         "writer_slowdown"),
-        ("dataloader readers", "readers_alone_bytes_per_s", "readers_contended_bytes_per_s",
-         "reader_slowdown"),
+    sides = [
+        ("checkpoint writers", section.writers_alone_bytes_per_s,
+         section.writers_contended_bytes_per_s, section.writer_slowdown),
+        ("dataloader readers", section.readers_alone_bytes_per_s,
+         section.readers_contended_bytes_per_s, section.reader_slowdown),
     ]  # fmt: skip
-    pairs = [p for p in pairs if section.get(p[1]) is not None and section.get(p[2]) is not None]
+    pairs = [
+        (label, alone, contended, slowdown)
+        for label, alone, contended, slowdown in sides
+        if alone is not None and contended is not None
+    ]
     if not pairs:
         return None
     figure, axes = _figure(2.6)
     ax = axes[0][0]
     for row, (_label, alone, contended, slowdown) in enumerate(pairs):
-        ax.barh(row - 0.2, section[alone], height=0.38, color="#9e9e9e",
+        ax.barh(row - 0.2, alone, height=0.38, color="#9e9e9e",
                 label="alone" if row == 0 else None)  # fmt: skip
-        ax.barh(row + 0.2, section[contended], height=0.38, color="#1f77b4",
+        ax.barh(row + 0.2, contended, height=0.38, color="#1f77b4",
                 label="during the other" if row == 0 else None)  # fmt: skip
-        words = f" {format_value(section.get(slowdown), 'fraction')} slower"
-        ax.annotate(words, (section[contended], row + 0.2), va="center", fontsize=8)
+        words = f" {format_value(slowdown, 'fraction')} slower"
+        ax.annotate(words, (contended, row + 0.2), va="center", fontsize=8)
     ax.set_yticks(range(len(pairs)), [p[0] for p in pairs])
     ax.invert_yaxis()
     _ticks(ax.xaxis, "B/s")
-    ax.set_xlim(right=max(max(section[p[1]], section[p[2]]) for p in pairs) * 1.25)
+    ax.set_xlim(right=max(max(p[1], p[2]) for p in pairs) * 1.25)
     ax.set_xlabel("aggregate bandwidth")
     ax.legend(fontsize=8, loc="lower right")
     return _svg(figure, "contention")
 
 
-SWEEP_PANELS: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("lost work to failures", ("lost_work_fraction",), "fraction"),
-    ("stall budget per checkpoint", ("stall_budget_s",), "s"),
-    ("sync write bandwidth needed", ("sync_write_bytes_per_s",), "B/s"),
+Line = tuple[str, Callable[[SweepRow], float | None]]
+"""One line of a sweep panel: its legend label and the row's number it plots."""
+
+SWEEP_PANELS: tuple[tuple[str, tuple[Line, ...], str], ...] = (
+    ("lost work to failures", (("lost work", lambda r: r.lost_work_fraction),), "fraction"),
+    ("stall budget per checkpoint", (("stall budget", lambda r: r.stall_budget_s),), "s"),
+    ("sync write bandwidth needed", (("sync write", lambda r: r.sync_write_bytes_per_s),), "B/s"),
     ("async persist bandwidth needed",
-     ("async_persist_min_bytes_per_s", "async_persist_planned_bytes_per_s"), "B/s"),
+     (("min", lambda r: r.async_persist_min_bytes_per_s),
+      ("planned", lambda r: r.async_persist_planned_bytes_per_s)), "B/s"),
 )  # fmt: skip
 
 
-def sizing_sweep(rows: Sequence[dict[str, Any]], measured_bytes_per_s: float | None) -> str | None:
+def sizing_sweep(rows: Sequence[SweepRow], measured_bytes_per_s: float | None) -> str | None:
     """Lost work, stall, sync and async bandwidth against the checkpoint interval, the chosen
     interval and Young's and Daly's optima marked; the run's measured write bandwidth beside
     the bandwidth panels where it is comparable (a full-cluster run)."""
-    rows = [r for r in rows if r.get("interval_s")]
+    rows = [r for r in rows if r.interval_s]
     if len(rows) < 2:
         return None
     figure, axes = _figure(5.6, ncols=2, nrows=2)
-    xs = [r["interval_s"] for r in rows]
-    marks = _merged_marks([(r["interval_s"], r["label"]) for r in rows if r.get("label")])
+    xs = [r.interval_s for r in rows]
+    marks = _merged_marks([(r.interval_s, r.label) for r in rows if r.label])
     for ax, (title, names, unit) in zip(
         (a for line in axes for a in line), SWEEP_PANELS, strict=True
     ):
-        for name in names:
-            label = name.removeprefix("async_persist_").removesuffix("_bytes_per_s")
-            ax.plot(xs, [r.get(name) for r in rows], marker="o", markersize=3, label=label)
+        for label, value in names:
+            ax.plot(xs, [value(r) for r in rows], marker="o", markersize=3, label=label)
         if unit == "B/s" and measured_bytes_per_s:
             ax.axhline(measured_bytes_per_s, color="#2ca02c", linewidth=1.2,
                        label="measured write")  # fmt: skip

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptgate.report.items import Item, format_margin, format_value, judge
+from ckptgate.report.schema import SCHEMA_KEY, SCHEMA_VERSION, load_saved
 from ckptgate.report.text import columns
 from ckptgate.report.verdict import RunScale, Verdict, decide
 from ckptgate.sizing.as_run import ProfileAsRun
@@ -69,6 +70,7 @@ class GateReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            SCHEMA_KEY: SCHEMA_VERSION,
             **self.meta,
             "verdict": self.verdict().to_json(),
             "items": [i.to_json() for i in self.items],
@@ -89,18 +91,15 @@ class GateReport:
     def latency_lines(self) -> list[str]:
         """One line per burst section that timed its transfers: p50, p99 and max per
         operation (``transfer_latency_s``), for the terminal beside the table."""
-        data = self.json_data()
+        saved = load_saved(self.json_data(), "the run's report")
         lines = []
-        for name in ("write", "read", "reshard"):
-            section = data.get(name)
-            latency = section.get("transfer_latency_s") if isinstance(section, dict) else None
-            for op, stats in (latency or {}).items():
-                values = " / ".join(
-                    format_value(stats.get(key), "s") for key in ("p50_s", "p99_s", "max_s")
-                )
+        for name, section in (("write", saved.write), ("read", saved.read),
+                              ("reshard", saved.reshard)):  # fmt: skip
+            for op, stats in (section.transfer_latency_s if section else {}).items():
+                values = " / ".join(format_value(seconds, "s") for _, seconds in stats.marks_s())
                 lines.append(
                     f"per-transfer latency, {name} burst: {op} p50 / p99 / max {values} "
-                    f"({stats.get('count')} transfers)"
+                    f"({stats.count} transfers)"
                 )
         return lines
 

@@ -17,6 +17,14 @@ import ckptgate
 from ckptgate.report import figures
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst, bursts, items_of, sweep_rows
+from ckptgate.report.schema import (
+    ContentionSection,
+    LatencyStats,
+    MetadataSection,
+    SavedReport,
+    SavedVerdict,
+    SeriesSection,
+)
 
 STYLE = """
 body { font-family: "DejaVu Sans", Arial, Helvetica, sans-serif; color: #111; margin: 2em auto;
@@ -85,13 +93,9 @@ def page(title: str, body: Sequence[str]) -> str:
     )
 
 
-def field_table(
-    header: Sequence[str], section: dict[str, Any], fields: Sequence[tuple[str, str, str]]
-) -> str:
-    """A two-column table of a section's numbers: (label, key, unit) per row."""
-    return table(
-        header, [(label, num(format_value(section.get(key), unit))) for label, key, unit in fields]
-    )
+def field_table(header: Sequence[str], fields: Sequence[tuple[str, float | None, str]]) -> str:
+    """A two-column table of a section's numbers: (label, value, unit) per row."""
+    return table(header, [(label, num(format_value(value, unit))) for label, value, unit in fields])
 
 
 def figure(svg: str | None, caption: str) -> str:
@@ -101,9 +105,8 @@ def figure(svg: str | None, caption: str) -> str:
     return f"<figure>{svg}<figcaption>{esc(caption)}</figcaption></figure>"
 
 
-def verdict_box(verdict: dict[str, Any]) -> str:
-    status = verdict.get("status", "error")
-    return f'<div class="verdict verdict-{esc(status)}">{esc(verdict.get("line", ""))}</div>'
+def verdict_box(verdict: SavedVerdict) -> str:
+    return f'<div class="verdict verdict-{esc(verdict.status)}">{esc(verdict.line)}</div>'
 
 
 def status_cell(status: str) -> Cell:
@@ -136,20 +139,21 @@ GATE_HEADER = ("#", "item", "this run requires", "the cluster requires", "measur
                "verdict")  # fmt: skip
 
 
-def _facts(data: dict[str, Any]) -> str:
-    scale = (data.get("verdict") or {}).get("scale") or {}
-    memory = data.get("memory_backed")
+def _facts(report: SavedReport) -> str:
+    scale = report.verdict.scale
+    memory = report.memory_backed
     rows = [
-        ("cluster profile", f"{data.get('profile')} ({data.get('profile_source', '')})"),
-        ("profile's size", (data.get("profile_as_run") or {}).get("size_words", "not recorded")),
-        ("target", f"{data.get('target')} ({data.get('fs_type')}"
+        ("cluster profile", f"{report.profile} ({report.profile_source or ''})"),
+        ("profile's size", report.profile_as_run.size_words if report.profile_as_run
+                           else "not recorded"),
+        ("target", f"{report.target} ({report.fs_type}"
                    f"{', memory-backed: its page cache is the storage' if memory else ''})"),
-        ("free on the target", format_value(data.get("free_bytes"), "B")),
-        ("scale", scale.get("words", f"{data.get('nodes')} nodes, {data.get('ranks')} ranks")),
-        ("trial settings", "; ".join(scale.get("trial_settings") or []) or "none"),
-        ("host (node 0)", data.get("hostname")),
-        ("started", data.get("started_at")),
-        ("suite", f"ckptgate {data.get('ckptgate_version')}"),
+        ("free on the target", format_value(report.free_bytes, "B")),
+        ("scale", scale.words or f"{report.nodes} nodes, {report.ranks} ranks"),
+        ("trial settings", "; ".join(scale.trial_settings) or "none"),
+        ("host (node 0)", report.hostname),
+        ("started", report.started_at),
+        ("suite", f"ckptgate {report.ckptgate_version}"),
     ]  # fmt: skip
     return table(("run", ""), [(k, "" if v is None else str(v)) for k, v in rows])
 
@@ -157,18 +161,18 @@ def _facts(data: dict[str, Any]) -> str:
 def _burst_summary(found: Sequence[Burst]) -> str:
     rows = []
     for burst in found:
-        data = burst.data
-        slowest = data.get("slowest_rank") or {}
+        section = burst.section
+        slowest = section.slowest_rank
         rows.append(
             [
                 burst.label,
                 num(str(len(burst.ranks))),
-                num(format_value(data.get("total_bytes"), "B")),
-                num(format_value(data.get("span_s"), "s")),
-                num(format_value(data.get("aggregate_bytes_per_s"), "B/s")),
-                f"node {slowest.get('node')} rank {slowest.get('global_rank')}: "
-                f"{format_value(slowest.get('total_s'), 's')}",
-                num(_transfer_latency(data.get("transfer_latency_s") or {})),
+                num(format_value(section.total_bytes, "B")),
+                num(format_value(section.span_s, "s")),
+                num(format_value(section.aggregate_bytes_per_s, "B/s")),
+                f"node {slowest.node} rank {slowest.global_rank}: "
+                f"{format_value(slowest.total_s, 's')}",
+                num(_transfer_latency(section.transfer_latency_s)),
             ]
         )
     header = (
@@ -183,10 +187,10 @@ def _burst_summary(found: Sequence[Burst]) -> str:
     return table(header, rows)
 
 
-def _transfer_latency(latency: dict[str, dict[str, Any]]) -> str:
+def _transfer_latency(latency: dict[str, LatencyStats]) -> str:
     """``write 12.0 ms / 30.1 ms / 41.0 ms`` per operation the burst timed, or empty."""
     return "; ".join(
-        f"{op} " + " / ".join(format_value(stats.get(k), "s") for k in ("p50_s", "p99_s", "max_s"))
+        f"{op} " + " / ".join(format_value(seconds, "s") for _, seconds in stats.marks_s())
         for op, stats in latency.items()
     )
 
@@ -195,16 +199,16 @@ def _rank_table(burst: Burst) -> str:
     phases = burst.phases()
     header = ("node", "rank", "bytes", "start", *(p.removesuffix("_s") for p in phases), "total")
     rows = []
-    for record in sorted(burst.ranks, key=lambda r: (r.get("node", 0), r.get("global_rank", 0))):
+    for record in sorted(burst.ranks, key=lambda r: (r.node, r.global_rank)):
         mark = " (slowest)" if burst.is_slowest(record) else ""
         rows.append(
             [
-                num(str(record.get("node"))),
-                num(f"{record.get('global_rank')}{mark}"),
-                num(format_value(record.get("bytes"), "B")),
-                num(format_value(record.get("start_s"), "s")),
-                *(num(format_value(record.get(p), "s")) for p in phases),
-                num(format_value(record.get("total_s"), "s")),
+                num(str(record.node)),
+                num(f"{record.global_rank}{mark}"),
+                num(format_value(record.bytes, "B")),
+                num(format_value(record.start_s, "s")),
+                *(num(format_value(record.phase_s(p), "s")) for p in phases),
+                num(format_value(record.total_s, "s")),
             ]
         )
     return (
@@ -229,32 +233,33 @@ def _bursts(found: Sequence[Burst], plots: bool) -> list[str]:
             )  # fmt: skip
         out.append(_rank_table(burst))
     out.append("<h3>Bandwidth per node</h3>")
-    nodes = sorted({int(n) for b in found for n in (b.data.get("node_bytes_per_s") or {})})
-    rows = [
-        [f"node {n}"]
-        + [num(format_value((b.data.get("node_bytes_per_s") or {}).get(str(n)), "B/s"))
-           for b in found]
+    nodes = sorted({int(n) for b in found for n in b.section.node_bytes_per_s})
+    rows: list[list[Cell]] = [
+        [
+            f"node {n}",
+            *(num(format_value(b.section.node_bytes_per_s.get(str(n)), "B/s")) for b in found),
+        ]
         for n in nodes
-    ]  # fmt: skip
+    ]
     out.append(table(("node", *(b.label for b in found)), rows))
     if plots:
         out.append(figure(figures.node_bandwidth(found), "each node's bytes over the burst span"))
     return out
 
 
-def _series(section: dict[str, Any] | None, plots: bool) -> list[str]:
+def _series(section: SeriesSection | None, plots: bool) -> list[str]:
     """Bandwidth over time: the live progress sampler's series (``bandwidth_series``)."""
     out = ["<h3>Bandwidth over time</h3>"]
-    runs = (section or {}).get("runs") or []
+    runs = section.runs if section else ()
     if not runs:
         return [*out, '<p class="note">no bandwidth series in this report</p>']
     rows = [
         [
-            esc(f"{r.get('phase')} #{r.get('nth')}"),
-            num(str(r.get("node"))),
-            num(str(len(r.get("t_s") or ()))),
-            num(format_value(r.get("interval_s"), "s")),
-            num(format_value(max(r.get("bytes_per_s") or [0.0]), "B/s")),
+            esc(f"{r.phase} #{r.nth}"),
+            num(str(r.node)),
+            num(str(len(r.t_s))),
+            num(format_value(r.interval_s, "s")),
+            num(format_value(max(r.bytes_per_s or (0.0,)), "B/s")),
         ]
         for r in runs
     ]
@@ -265,24 +270,24 @@ def _series(section: dict[str, Any] | None, plots: bool) -> list[str]:
     return out
 
 
-def _metadata(section: dict[str, Any] | None, plots: bool) -> list[str]:
+def _metadata(section: MetadataSection | None, plots: bool) -> list[str]:
     out = ["<h2>Metadata</h2>"]
     if not section:
         return [*out, '<p class="note">no metadata section in this report</p>']
-    out.append(f"<p>{esc(section.get('files'))} files; {esc(section.get('statistic', ''))}</p>")
+    out.append(f"<p>{esc(section.files)} files; {esc(section.statistic)}</p>")
     rates = (
-        ("create (whole storm)", "create_rate_per_s", "1/s"),
-        ("checkpoint commit", "checkpoint_rate_per_s", "1/s"),
-        ("restore stat", "stat_rate_per_s", "1/s"),
-        ("retention unlink", "unlink_rate_per_s", "1/s"),
+        ("create (whole storm)", section.create_rate_per_s, "1/s"),
+        ("checkpoint commit", section.checkpoint_rate_per_s, "1/s"),
+        ("restore stat", section.stat_rate_per_s, "1/s"),
+        ("retention unlink", section.unlink_rate_per_s, "1/s"),
     )
-    out.append(field_table(("operation", "rate"), section, rates))
-    latency = section.get("latency_s") or {}
+    out.append(field_table(("operation", "rate"), rates))
+    latency = section.latency_s
     rows = [
         [
             op,
-            num(str(stats.get("count"))),
-            *(num(format_value(stats.get(k), "s")) for k in ("p50_s", "p99_s", "max_s")),
+            num(str(stats.count)),
+            *(num(format_value(seconds, "s")) for _, seconds in stats.marks_s()),
         ]
         for op, stats in latency.items()
     ]
@@ -292,51 +297,53 @@ def _metadata(section: dict[str, Any] | None, plots: bool) -> list[str]:
     return out
 
 
-def _contention(section: dict[str, Any] | None, plots: bool) -> list[str]:
+def _contention(section: ContentionSection | None, plots: bool) -> list[str]:
     out = ["<h2>Readers and writers under contention</h2>"]
     if not section:
         return [*out, '<p class="note">no contention section in this report</p>']
-    out.append(f"<p>{esc(section.get('readers'))} dataloader readers</p>")
+    out.append(f"<p>{esc(section.readers)} dataloader readers</p>")
     fields = (
-        ("writers alone", "writers_alone_bytes_per_s", "B/s"),
-        ("writers during reads", "writers_contended_bytes_per_s", "B/s"),
-        ("writer slowdown", "writer_slowdown", "fraction"),
-        ("readers alone", "readers_alone_bytes_per_s", "B/s"),
-        ("readers during the save", "readers_contended_bytes_per_s", "B/s"),
-        ("reader slowdown", "reader_slowdown", "fraction"),
-        ("coverage (reads across the save)", "coverage", "fraction"),
+        ("writers alone", section.writers_alone_bytes_per_s, "B/s"),
+        ("writers during reads", section.writers_contended_bytes_per_s, "B/s"),
+        ("writer slowdown", section.writer_slowdown, "fraction"),
+        ("readers alone", section.readers_alone_bytes_per_s, "B/s"),
+        ("readers during the save", section.readers_contended_bytes_per_s, "B/s"),
+        ("reader slowdown", section.reader_slowdown, "fraction"),
+        ("coverage (reads across the save)", section.coverage, "fraction"),
     )
-    out.append(field_table(("", "value"), section, fields))
+    out.append(field_table(("", "value"), fields))
     if plots:
         out.append(figure(figures.contention(section), "each side alone and during the other"))
     return out
 
 
-def _sweep(data: dict[str, Any], plots: bool) -> list[str]:
+def _sweep(report: SavedReport, plots: bool) -> list[str]:
     out = ["<h2>Sizing sweep: the requirement against the checkpoint interval</h2>"]
-    rows, source = sweep_rows(data)
+    rows, source = sweep_rows(report)
     out.append(f'<p class="note">{esc(source)}; derived, not measured</p>')
     if not rows:
         return out
-    columns = (
-        ("lost work", "lost_work_fraction", "fraction"),
-        ("goodput loss", "goodput_loss_fraction", "fraction"),
-        ("stall budget", "stall_budget_s", "s"),
-        ("sync write", "sync_write_bytes_per_s", "B/s"),
-        ("async persist (min)", "async_persist_min_bytes_per_s", "B/s"),
-        ("async persist (planned)", "async_persist_planned_bytes_per_s", "B/s"),
-        ("create rate", "create_rate_per_s", "1/s"),
-    )
+    header = ("interval", "", "lost work", "goodput loss", "stall budget", "sync write",
+              "async persist (min)", "async persist (planned)", "create rate")  # fmt: skip
     body = [
-        [num(format_value(r["interval_s"], "s")), r.get("label", "")]
-        + [num(format_value(r.get(key), unit)) for _, key, unit in columns]
+        [
+            num(format_value(r.interval_s, "s")),
+            r.label,
+            num(format_value(r.lost_work_fraction, "fraction")),
+            num(format_value(r.goodput_loss_fraction, "fraction")),
+            num(format_value(r.stall_budget_s, "s")),
+            num(format_value(r.sync_write_bytes_per_s, "B/s")),
+            num(format_value(r.async_persist_min_bytes_per_s, "B/s")),
+            num(format_value(r.async_persist_planned_bytes_per_s, "B/s")),
+            num(format_value(r.create_rate_per_s, "1/s")),
+        ]
         for r in rows
     ]
-    out.append(table(("interval", "", *(c[0] for c in columns)), body))
+    out.append(table(header, body))
     if plots:
-        scale = (data.get("verdict") or {}).get("scale") or {}
-        write = data.get("write") or {}
-        measured = write.get("aggregate_bytes_per_s") if scale.get("full_cluster") else None
+        write = report.write
+        full = report.verdict.scale.full_cluster
+        measured = write.aggregate_bytes_per_s if write is not None and full else None
         note = "" if measured else " (no measured line: the run played part of the cluster)"
         out.append(
             figure(figures.sizing_sweep(rows, measured),
@@ -394,22 +401,23 @@ def _scaling(section: dict[str, Any] | None, plots: bool) -> list[str]:
     return out
 
 
-def render_report(data: dict[str, Any], source: str = "") -> str:
+def render_report(report: SavedReport, source: str = "") -> str:
     """The HTML page for one saved JSON report (``source`` names the file it came from)."""
     plots = figures.available()
-    items = items_of(data)
-    verdict = data.get("verdict") or {}
-    title = f"ckptgate: {data.get('profile')} on {data.get('target')}"
+    items = items_of(report)
+    verdict = report.verdict
+    title = f"ckptgate: {report.profile} on {report.target}"
     body = [f"<h1>{esc(title)}</h1>"]
     if source:
         body.append(f'<p class="note">from {esc(source)}</p>')
     body.append(verdict_box(verdict))
-    projection = (data.get("scaling") or {}).get("projection")
+    scaling = report.data.get("scaling")  # not in the schema yet: read as the JSON holds it
+    projection = (scaling or {}).get("projection")
     if projection:  # its own line, below the verdict and never a part of it
         body.append(f'<p class="detail">{esc(projection["line"])}</p>')
     if not plots:
         body.append(f'<p class="warning">{esc(figures.INSTALL_HINT)}; the tables are complete</p>')
-    body.append(_facts(data))
+    body.append(_facts(report))
     body.append("<h2>Gate</h2>")
     body.append(table(GATE_HEADER, gate_rows(items)))
     scopes = list(dict.fromkeys(i.scope for i in items if i.scope))
@@ -419,18 +427,18 @@ def render_report(data: dict[str, Any], source: str = "") -> str:
         body.append("<ul>" + "".join(f"<li>{esc(i.message)}</li>" for i in failures) + "</ul>")
     if plots:
         body.append(figure(figures.margins([("", items)]), "margin of each item; log scale"))
-    found = list(bursts(data))
+    found = list(bursts(report))
     body += _bursts(found, plots)
-    body += _series(data.get("bandwidth_series"), plots)
-    body += _metadata(data.get("metadata"), plots)
-    body += _contention(data.get("contention"), plots)
-    body += _sweep(data, plots)
-    body += _scaling(data.get("scaling"), plots)
+    body += _series(report.bandwidth_series, plots)
+    body += _metadata(report.metadata, plots)
+    body += _contention(report.contention, plots)
+    body += _sweep(report, plots)
+    body += _scaling(scaling, plots)
     return page(title, body)
 
 
-def write_html(data: dict[str, Any], path: str, source: str = "") -> None:
+def write_html(report: SavedReport, path: str, source: str = "") -> None:
     """Render first, then write: a page that fails to render leaves no empty file."""
-    page = render_report(data, source)
+    page = render_report(report, source)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(page)

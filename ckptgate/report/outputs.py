@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Callable
 
 from ckptgate.report.gate import GateReport
+from ckptgate.report.schema import SavedReport, load_saved
 
 
 def write_outputs(
@@ -23,24 +24,29 @@ def write_outputs(
     html_path: str | None = None,
 ) -> list[str]:
     """Write each report file asked for; return one line per file that failed or warned. CSV
-    and HTML render the same plain JSON object that the JSON file holds, so a saved JSON
-    re-rendered with ``ckptgate report`` says the same."""
+    and HTML render the same plain JSON object that the JSON file holds, read through the same
+    schema as ``ckptgate report`` reads a saved file, so a saved JSON re-rendered later says
+    the same."""
     problems: list[str] = []
     if json_path:
         problems += _guarded("--report-json", json_path, lambda: report.write_json(json_path))
     if not (csv_path or html_path):
         return problems
     data = report.json_data()
+    source = json_path or ""
+
+    def saved() -> SavedReport:
+        return load_saved(data, json_path or "the run's report")
+
     if csv_path:
         from ckptgate.report.csvfiles import write_csv
 
-        problems += _guarded("--report-csv", csv_path, lambda: write_csv(data, csv_path))
+        problems += _guarded("--report-csv", csv_path, lambda: write_csv(saved(), csv_path))
     if html_path:
         from ckptgate.report.html import write_html
 
-        source = json_path or ""
         problems += _guarded(
-            "--report-html", html_path, lambda: write_html(data, html_path, source=source)
+            "--report-html", html_path, lambda: write_html(saved(), html_path, source=source)
         )
     return problems
 

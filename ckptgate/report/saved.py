@@ -7,7 +7,6 @@ so that a file re-rendered later says exactly what the run said.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Iterator
@@ -16,19 +15,23 @@ from pathlib import Path
 from typing import Any
 
 from ckptgate.report.items import Item
+from ckptgate.report.schema import (
+    PHASES,
+    BurstSection,
+    RankRow,
+    ReportSchemaError,
+    SavedReport,
+    SweepRow,
+    load_saved,
+    sweep_row,
+)
 from ckptgate.sizing import SHIPPED_PROFILES, derive, load_profile, profile_to_dict, sweep
 from ckptgate.sizing.checklist import sort_key
 
-BURST_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("write", ("write",)),
-    ("read", ("read",)),
-    ("reshard", ("reshard",)),
-    ("contention writers", ("contention", "writers")),
-)
-"""The report's sections that hold a burst (per-rank records), by label and JSON path."""
+__all__ = ["PHASES", "Burst", "ReportSchemaError", "SavedReport", "bursts", "load_report"]
 
-PHASES: tuple[str, ...] = ("open_s", "write_s", "read_s", "fsync_s", "close_s")
-"""A rank record's phase times, in the order a rank goes through them."""
+BURST_SECTIONS: tuple[str, ...] = ("write", "read", "reshard", "contention writers")
+"""The report's sections that hold a burst (per-rank records), by label, in report order."""
 
 SWEEP_MATCH: tuple[str, ...] = (
     "checkpoint_bytes",
@@ -41,65 +44,56 @@ SWEEP_MATCH: tuple[str, ...] = (
 """The sizing numbers a shipped profile must reproduce before its sweep stands in for a
 report that has none of its own."""
 
-_ITEM_FIELDS = {f.name for f in dataclasses.fields(Item)}
 
-
-def load_report(path: str | Path) -> dict[str, Any]:
-    """A saved JSON report; a ValueError names the file when it is not one."""
+def load_report(path: str | Path) -> SavedReport:
+    """A saved JSON report; a ``ReportSchemaError`` (a ValueError) names the file in one line
+    when it is unreadable, not a ckptgate report, or of another schema version."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: not a readable ckptgate JSON report: {error}") from None
-    if not isinstance(data, dict) or "items" not in data or "verdict" not in data:
-        raise ValueError(f"{path}: not a ckptgate JSON report (no 'items' or 'verdict')")
-    return data
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ReportSchemaError(f"{path}: not a readable ckptgate JSON report: {error}") from None
+    return load_saved(data, str(path))
 
 
-def items_of(data: dict[str, Any]) -> list[Item]:
-    """The report's items as ``Item`` objects, in checklist order (margins recomputed)."""
-    items = [Item(**{k: v for k, v in raw.items() if k in _ITEM_FIELDS}) for raw in data["items"]]
-    return sorted(items, key=lambda i: sort_key(i.id))
-
-
-def section_at(data: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
-    """The nested section at ``path`` (``("contention", "writers")``), or None."""
-    node: Any = data
-    for key in path:
-        if not isinstance(node, dict) or not isinstance(node.get(key), dict):
-            return None
-        node = node[key]
-    return node
+def items_of(report: SavedReport) -> list[Item]:
+    """The report's items, in checklist order (margins recomputed)."""
+    return sorted(report.items, key=lambda i: sort_key(i.id))
 
 
 @dataclass(frozen=True)
 class Burst:
-    """One burst section: its label, its summary and its per-rank records."""
+    """One burst section: its label, and its summary with its per-rank records."""
 
     label: str
-    data: dict[str, Any]
+    section: BurstSection
 
     @property
-    def ranks(self) -> list[dict[str, Any]]:
-        return list(self.data.get("ranks") or [])
+    def ranks(self) -> tuple[RankRow, ...]:
+        return self.section.ranks
 
-    def is_slowest(self, record: dict[str, Any]) -> bool:
+    def is_slowest(self, record: RankRow) -> bool:
         """Whether ``record`` is the slowest rank (local rank and node, as the JSON names it)."""
-        slowest = self.data.get("slowest_rank") or {}
-        return bool(slowest) and (record.get("rank"), record.get("node")) == (
-            slowest.get("rank"),
-            slowest.get("node"),
+        slowest = self.section.slowest_rank
+        return slowest.rank is not None and (record.rank, record.node) == (
+            slowest.rank,
+            slowest.node,
         )
 
     def phases(self) -> tuple[str, ...]:
         """The phase columns any of its records carries, in the order ranks run them."""
-        return tuple(p for p in PHASES if any(p in r for r in self.ranks))
+        return tuple(p for p in PHASES if any(r.phase_s(p) is not None for r in self.ranks))
 
 
-def bursts(data: dict[str, Any]) -> Iterator[Burst]:
+def bursts(report: SavedReport) -> Iterator[Burst]:
     """The report's burst sections that have per-rank records."""
-    for label, path in BURST_SECTIONS:
-        section = section_at(data, path)
-        if section and section.get("ranks"):
+    sections = (
+        report.write,
+        report.read,
+        report.reshard,
+        report.contention.writers if report.contention else None,
+    )
+    for label, section in zip(BURST_SECTIONS, sections, strict=True):
+        if section is not None and section.ranks:
             yield Burst(label, section)
 
 
@@ -110,21 +104,22 @@ def sweep_section(profile: Any) -> dict[str, Any]:
     return {"profile": profile_to_dict(profile), "rows": sweep(profile)}
 
 
-def sweep_rows(data: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+def sweep_rows(report: SavedReport) -> tuple[list[SweepRow], str]:
     """The sizing sweep for a saved report, and where it came from.
 
     The report's own ``sweep`` section first; else, for a shipped profile whose sizing
     reproduces the report's (SWEEP_MATCH), that profile's sweep; else none, and why."""
-    own = data.get("sweep")
-    if isinstance(own, dict) and own.get("rows"):
-        return list(own["rows"]), "from the run's cluster profile (the report's sweep section)"
-    name = data.get("profile")
-    sizing = data.get("sizing") or {}
+    if report.sweep is not None and report.sweep.rows:
+        rows = list(report.sweep.rows)
+        return rows, "from the run's cluster profile (the report's sweep section)"
+    name = report.profile
+    sizing = report.sizing
     if name in SHIPPED_PROFILES:
         profile = load_profile(name)
         derived = derive(profile).to_json()
         if all(_close(derived.get(k), sizing.get(k)) for k in SWEEP_MATCH):
-            return sweep(profile), (
+            rows = [sweep_row(row, f"the shipped profile {name}") for row in sweep(profile)]
+            return rows, (
                 f"recomputed from the shipped profile {name} (this report has no sweep section; "
                 "the profile's sizing matches the report's)"
             )

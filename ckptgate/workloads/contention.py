@@ -32,12 +32,16 @@ from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
     PhaseMarks,
+    RankDetail,
     RankResult,
+    RankReturn,
     per_second,
     records_from_results,
+    returned_as,
     run_ranks,
 )
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
 MiB = 2**20
@@ -73,25 +77,44 @@ def prepare_dataset(
     return run_write_burst(pool, spec, files, timeout_s)
 
 
+@dataclass(frozen=True)
+class ReaderDetail(RankDetail):
+    """What one dataloader reader reports beyond bytes and phases."""
+
+    passes: int
+    """Whole passes over its files."""
+    cache_dropped: bool
+    """Whether it dropped each file's pages before reading it."""
+    reads: int
+    """Read calls made."""
+
+
+@dataclass(frozen=True)
+class ReadTicks(RankReturn):
+    """Every read of one reader: when it ended (the node's monotonic clock) and its bytes."""
+
+    ends_mono: np.ndarray
+    sizes_bytes: np.ndarray
+
+
 def read_stream_task(
     ctx: RankContext,
     *,
-    spec: BackendSpec,
+    options: RunOptions,
     paths: list[str],
     duration_s: float,
     max_bytes: int | None = None,
     read_bytes: int = READ_BYTES,
-    drop_cache: bool = True,
 ) -> RankResult:
     """Rank task: read ``paths`` sequentially, over and over, until the parent asks it to stop
     (``RankPool.request_stop``), or a time or bytes bound is reached, whichever comes first."""
-    backend = spec.open()
+    backend = options.spec.open()
     # A missing or empty dataset fails before the start, so no writer burst starts for nothing.
     empty = [p for p in paths if not backend.size(p)]
     if empty or not paths:
         raise ValueError(f"reader {ctx.local_rank}: empty dataset files {empty or paths}")
     view = memoryview(bytearray(read_bytes))
-    drop = drop_cache and backend.has_page_cache
+    drop = options.drop_cache and backend.has_page_cache
     read_into = backend.read_into
     ends: list[float] = []
     sizes: list[int] = []
@@ -135,11 +158,11 @@ def read_stream_task(
     return phases.result(
         DATASET_RANK_BASE + ctx.local_rank,
         total,
-        extra={"passes": passes, "cache_dropped": drop, "reads": len(ends)},
-        returned={
-            "ends_mono": np.asarray(ends, dtype=np.float64),
-            "sizes": np.asarray(sizes, dtype=np.int64),
-        },
+        detail=ReaderDetail(passes=passes, cache_dropped=drop, reads=len(ends)),
+        returned=ReadTicks(
+            ends_mono=np.asarray(ends, dtype=np.float64),
+            sizes_bytes=np.asarray(sizes, dtype=np.int64),
+        ),
     )
 
 
@@ -211,18 +234,16 @@ def run_readers(
     """Stream from a common start until ``duration_s`` (or ``max_bytes`` per reader)."""
     if timeout_s <= duration_s:
         raise ValueError(f"timeout {timeout_s} s must exceed the readers' bound {duration_s} s")
-    kwargs = [{"paths": list(paths)} for paths in paths_per_reader]
+    bounds = {"duration_s": duration_s, "max_bytes": max_bytes, "read_bytes": read_bytes}
+    kwargs = [{"paths": list(paths), **bounds} for paths in paths_per_reader]
     labels = [f"reader {i} ({paths[0]})" for i, paths in enumerate(paths_per_reader)]
-    shared = {
-        "spec": spec,
-        "duration_s": duration_s,
-        "max_bytes": max_bytes,
-        "read_bytes": read_bytes,
-    }
-    results = run_ranks(pool, read_stream_task, kwargs, timeout_s, labels, shared=shared)
+    results = run_ranks(pool, read_stream_task, kwargs, timeout_s, labels, options=RunOptions(spec))
     records = records_from_results(results)  # refuses a result without the common start
     common = cast(float, results[0].common_start_mono)
-    ticks = tuple((r.returned["ends_mono"], r.returned["sizes"]) for r in results)
+    ticks = tuple(
+        (returned_as(r, ReadTicks).ends_mono, returned_as(r, ReadTicks).sizes_bytes)
+        for r in results
+    )
     starts = tuple(r.start_mono for r in results)
     ends = tuple(r.marks_mono[-1][1] for r in results)
     return ReaderRun(BurstResult("read", tuple(records)), common, ticks, starts, ends)

@@ -47,7 +47,9 @@ from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
     PhaseMarks,
+    RankDetail,
     RankResult,
+    detail_as,
     records_from_results,
     run_ranks,
 )
@@ -56,6 +58,7 @@ from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.operations import Backend, ReadFile
 from ckptgate.storage.pagecache import DIRECT_ALIGN_BYTES, aligned_buffer
 from ckptgate.workloads.fileplan import ShardFile, lanes
+from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.write_burst import lane_label, peak_rss_bytes
 
 CACHE_SERVED_FRACTION = 0.01
@@ -171,60 +174,106 @@ class RangeReader:
         self.opened = None
 
 
-def prepare_file(
-    backend: Backend[Any], path: str, drop_cache: bool, ctx: RankContext | None = None
-) -> dict[str, Any]:
-    """Drop ``path``'s pages and measure its residency before and after.
+@dataclass(frozen=True)
+class FileRead:
+    """One file (or a resharded rank's range of one) as a timed read found it: its page-cache
+    residency before and after the drop (fractions 0..1, None where this node has no page cache
+    to measure), and whether O_DIRECT was used or why it was refused."""
 
-    Returns ``resident_before_drop`` and ``resident_fraction`` (None where the backend has no
+    path: str
+    bytes: int
+    resident_before_drop: float | None
+    resident_fraction: float | None
+    dropped: bool
+    direct: bool = False
+    direct_refused: str | None = None
+
+
+def prepare_file(
+    backend: Backend[Any],
+    path: str,
+    nbytes: int,
+    drop_cache: bool,
+    ctx: RankContext | None = None,
+) -> FileRead:
+    """Drop ``path``'s pages and measure its residency before and after (``nbytes``: what
+    the read will take of it).
+
+    ``resident_before_drop`` and ``resident_fraction`` are None where the backend has no
     page cache of this node to measure: an object store, or a FUSE mount with ``direct_io``,
     where ``resident_fraction`` says None: residency is not applicable there, and nothing
-    could come from a cache).
+    could come from a cache.
     """
     if ctx is not None:
         ctx.progress(phase="drop pages", path=path)
     if not backend.has_page_cache:
-        return {"resident_before_drop": None, "resident_fraction": None, "dropped": False}
+        return FileRead(path, nbytes, None, None, dropped=False)
     before = backend.resident_fraction(path)
     if drop_cache:
         backend.drop_pages(path)
-    return {
-        "resident_before_drop": before,
-        "resident_fraction": backend.resident_fraction(path),
-        "dropped": drop_cache,
-    }
+    return FileRead(path, nbytes, before, backend.resident_fraction(path), dropped=drop_cache)
+
+
+@dataclass(frozen=True)
+class ReadFilesDetail(RankDetail):
+    """What a timed-read rank (readback or reshard) reports beyond bytes and phases."""
+
+    files: tuple[FileRead, ...]
+    verify_s: float
+    """Seconds verifying inside the read (0 when verified after it)."""
+    verified: str
+    """``in the read`` or ``after the read``."""
+    peak_rss_bytes: int
+
+
+@dataclass(frozen=True)
+class ReadDetail(ReadFilesDetail):
+    """A readback rank: its lane's first file, whose lane it read, and the lane's page-cache
+    and O_DIRECT figures over its files (bytes-weighted residency)."""
+
+    path: str
+    written_by_local_rank: int
+    resident_before_drop: float | None
+    resident_fraction: float | None
+    dropped: bool
+    direct: bool
+    direct_refused: str | None
+
+
+@dataclass(frozen=True)
+class VerifyDetail(RankDetail):
+    """An untimed verification rank: the residency of what it checked, and its seconds."""
+
+    path: str
+    resident_fraction: float | None
+    verify_s: float
 
 
 def read_shard_task(
     ctx: RankContext,
     *,
-    spec: BackendSpec,
+    options: RunOptions,
     files: Sequence[ShardFile],
     written_by: int,
-    direct: bool = False,
-    drop_cache: bool = True,
-    verify: bool = True,
 ) -> RankResult:
     """Rank task: read (and, with ``verify``, verify) another rank's whole lane of files
     from the common start.
 
     The drops and the residency measurements happen before the barrier, so they cost no read
     time and nothing can bring the pages back between them and the read but the read itself.
-    Phases repeat per file (open, read, close); the record sums them and ``extra["files"]``
+    Phases repeat per file (open, read, close); the record sums them and its ``ReadDetail``
     holds each file's path, bytes and page-cache figures.
     """
-    backend = spec.open()
-    readers = [RangeReader(backend, shard, direct, ctx) for shard in files]
-    reports = [
-        {"path": f.path, "bytes": f.bytes, **prepare_file(backend, f.path, drop_cache, ctx)}
-        for f in files
-    ]
+    verify = options.verify
+    backend = options.spec.open()
+    readers = [RangeReader(backend, shard, options.direct, ctx) for shard in files]
+    reports = [prepare_file(backend, f.path, f.bytes, options.drop_cache, ctx) for f in files]
     if verify:
         for reader in readers:
             reader.expect(0, reader.shard.bytes)
     phases = PhaseMarks.start(ctx)
     read = 0
-    for done, (reader, report) in enumerate(zip(readers, reports, strict=True)):
+    for done, (reader, report) in enumerate(zip(readers, list(reports), strict=True)):
         reader.base_bytes = read
         ctx.progress(files=done)
         reader.open()
@@ -232,7 +281,9 @@ def read_shard_task(
         try:
             read += reader.read_verify(0, reader.shard.bytes, verify=verify)
             phases.mark("read")
-            report.update(direct=reader.direct, direct_refused=reader.direct_refused)
+            reports[done] = dataclasses.replace(
+                report, direct=reader.direct, direct_refused=reader.direct_refused
+            )
         finally:
             reader.close()
         phases.mark("close")
@@ -240,15 +291,15 @@ def read_shard_task(
     return phases.result(
         files[0].global_rank,
         read,
-        extra={
-            "path": files[0].path,
-            "written_by_local_rank": written_by,
+        detail=ReadDetail(
+            files=tuple(reports),
+            verify_s=sum(reader.verify_s for reader in readers),
+            verified="in the read" if verify else "after the read",
+            peak_rss_bytes=peak_rss_bytes(),
+            path=files[0].path,
+            written_by_local_rank=written_by,
             **_lane_cache(reports),
-            "files": reports,
-            "verify_s": sum(reader.verify_s for reader in readers),
-            "verified": "in the read" if verify else "after the read",
-            "peak_rss_bytes": peak_rss_bytes(),
-        },
+        ),
         histograms={"read": merge_histograms(reader.read_latency for reader in readers)},
     )
 
@@ -267,12 +318,12 @@ def whole_files(files: Sequence[ShardFile]) -> list[VerifyRange]:
 
 
 def verify_ranges_task(
-    ctx: RankContext, *, spec: BackendSpec, ranges: list[VerifyRange]
+    ctx: RankContext, *, options: RunOptions, ranges: list[VerifyRange]
 ) -> RankResult:
     """Rank task (untimed): read ``ranges`` again and verify every byte; reports their
     page-cache residency just before (the share of the bytes the verification checks as the
     timed read left them)."""
-    backend = spec.open()
+    backend = options.spec.open()
     readers = [RangeReader(backend, r.shard, direct=False, ctx=ctx) for r in ranges]
     resident = _weighted(
         [
@@ -292,12 +343,10 @@ def verify_ranges_task(
         finally:
             reader.close()
     phases.mark("verify")
-    extra = {
-        "path": ranges[0].shard.path,
-        "resident_fraction": resident,
-        "verify_s": sum(reader.verify_s for reader in readers),
-    }
-    return phases.result(ranges[0].shard.global_rank, verified, extra=extra)
+    detail = VerifyDetail(
+        ranges[0].shard.path, resident, sum(reader.verify_s for reader in readers)
+    )
+    return phases.result(ranges[0].shard.global_rank, verified, detail=detail)
 
 
 @dataclass(frozen=True)
@@ -361,11 +410,14 @@ def verify_after_read(
         kwargs,
         timeout_s,
         [labels[i] for i in busy],
-        shared={"spec": spec},
+        options=RunOptions(spec),
         expect=expect,
     )
-    fraction = _weighted([(r.bytes, r.extra["resident_fraction"]) for r in results])
-    seconds = max(r.extra["verify_s"] for r in results)
+    details = [detail_as(r, VerifyDetail) for r in results]
+    fraction = _weighted(
+        [(r.bytes, d.resident_fraction) for r, d in zip(results, details, strict=True)]
+    )
+    seconds = max(d.verify_s for d in details)
     return Verification("after the read", sum(r.bytes for r in results), seconds, fraction)
 
 
@@ -384,7 +436,7 @@ def verify_burst(
     ``verifies_after`` says so), else already in its loop, whose time the ranks report."""
     if after:
         return verify_after_read(pool, spec, ranges_read, labels, timeout_s, phase=phase)
-    verify_s = max(r.extra["verify_s"] for r in burst.ranks)
+    verify_s = max(detail_as(r, ReadFilesDetail).verify_s for r in burst.ranks)
     return Verification("in the read", burst.total_bytes, verify_s, None)
 
 
@@ -395,16 +447,15 @@ def verifies_after(backend: Backend[Any], direct: bool) -> bool:
     return backend.has_page_cache and not direct
 
 
-def _lane_cache(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """A lane's page-cache and O_DIRECT figures over its files (bytes-weighted residency)."""
+def _lane_cache(reports: Sequence[FileRead]) -> dict[str, Any]:
+    """A lane's page-cache and O_DIRECT figures over its files (bytes-weighted residency):
+    ``ReadDetail``'s fields of the same names."""
     return {
-        "resident_before_drop": _weighted(
-            [(r["bytes"], r["resident_before_drop"]) for r in reports]
-        ),
-        "resident_fraction": _weighted([(r["bytes"], r["resident_fraction"]) for r in reports]),
-        "dropped": all(r["dropped"] for r in reports),
-        "direct": all(r["direct"] for r in reports),
-        "direct_refused": next((r["direct_refused"] for r in reports if r["direct_refused"]), None),
+        "resident_before_drop": _weighted([(r.bytes, r.resident_before_drop) for r in reports]),
+        "resident_fraction": _weighted([(r.bytes, r.resident_fraction) for r in reports]),
+        "dropped": all(r.dropped for r in reports),
+        "direct": all(r.direct for r in reports),
+        "direct_refused": next((r.direct_refused for r in reports if r.direct_refused), None),
     }
 
 
@@ -454,37 +505,31 @@ def _weighted(records: Sequence[tuple[int, float | None]]) -> float | None:
     return sum(b * f for b, f in known) / total if total else 0.0
 
 
-def file_records(burst: BurstResult) -> list[dict[str, Any]]:
-    """One ``{path, bytes, resident_*, direct*}`` per file read: each file of a readback
-    rank's lane, or each of the files a resharded rank's ranges touched (``extra["files"]``)."""
-    files: list[dict[str, Any]] = []
-    for record in burst.ranks:
-        if "files" in record.extra:
-            files.extend(record.extra["files"])
-        else:
-            files.append({"bytes": record.bytes, **record.extra})
-    return files
+def file_records(burst: BurstResult) -> list[FileRead]:
+    """One ``FileRead`` per file read: each file of a readback rank's lane, or each of the
+    files a resharded rank's ranges touched (``ReadFilesDetail.files``)."""
+    return [f for record in burst.ranks for f in detail_as(record, ReadFilesDetail).files]
 
 
 def summarize(burst: BurstResult, backed: bool) -> ReadResult:
     """A ``ReadResult`` from a read burst's records (one node's, or every node's gathered)."""
     files = file_records(burst)
-    fraction = _weighted([(f["bytes"], f["resident_fraction"]) for f in files])
-    before = _weighted([(f["bytes"], f["resident_before_drop"]) for f in files])
+    fraction = _weighted([(f.bytes, f.resident_fraction) for f in files])
+    before = _weighted([(f.bytes, f.resident_before_drop) for f in files])
     served = tuple(
         dict.fromkeys(
-            f["path"]
+            f.path
             for f in files
-            if not backed and (f["resident_fraction"] or 0.0) > CACHE_SERVED_FRACTION
+            if not backed and (f.resident_fraction or 0.0) > CACHE_SERVED_FRACTION
         )
     )
-    refused = next((f["direct_refused"] for f in files if f.get("direct_refused")), None)
+    refused = next((f.direct_refused for f in files if f.direct_refused), None)
     return ReadResult(
         burst=burst,
         resident_fraction=fraction,
         resident_before_drop=before,
         memory_backed=backed,
-        direct=bool(files) and all(f["direct"] for f in files),
+        direct=bool(files) and all(f.direct for f in files),
         direct_refused=refused,
         cache_served=served,
     )
@@ -509,7 +554,7 @@ def run_readback(
     local rank.
 
     Local rank ``i`` reads lane ``(i + shift) % lanes`` (IOR -C). Records are by reader, with
-    ``global_rank`` the (first) rank whose state is restored and ``extra`` holding the
+    ``global_rank`` the (first) rank whose state is restored and its ``ReadDetail`` the
     writer's local rank and each file's path and page-cache figures.
     """
     if not shards:
@@ -520,14 +565,14 @@ def run_readback(
     labels = [f"rank {i} reading {lane_label(groups[j])}" for i, j in enumerate(order)]
     backend = spec.open()
     after = verifies_after(backend, direct)
-    shared = {"spec": spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
+    options = RunOptions(spec, direct=direct, drop_cache=drop_cache, verify=not after)
     expect = Expected(
         "readback",
         rank_bytes=tuple(sum(f.bytes for f in groups[j]) for j in order),
         rank_files=tuple(len(groups[j]) for j in order),
     )
     results = run_ranks(
-        pool, read_shard_task, kwargs, timeout_s, labels, shared=shared, expect=expect
+        pool, read_shard_task, kwargs, timeout_s, labels, options=options, expect=expect
     )
     burst = BurstResult("read", tuple(records_from_results(results)))
     read = summarize(burst, backend.memory_backed(shards[0].path))

@@ -33,8 +33,10 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.readback import (
     RangeReader,
+    ReadFilesDetail,
     ReadResult,
     VerifyRange,
     prepare_file,
@@ -51,6 +53,16 @@ class ReshardRange(NamedTuple):
     path: str
     offset: int
     length: int
+
+
+@dataclass(frozen=True)
+class ReshardDetail(ReadFilesDetail):
+    """A resharded rank: how many old files and ranges it read, and the ranges."""
+
+    files_touched: int
+    range_count: int
+    ranges: tuple[ReshardRange, ...]
+    """In the JSON each range is ``[path, offset, length]``."""
 
 
 def default_new_ranks(old_ranks: int, fraction: float) -> int:
@@ -96,13 +108,10 @@ def plan_reshard(
 def reshard_task(
     ctx: RankContext,
     *,
-    spec: BackendSpec,
+    options: RunOptions,
     new_rank: int,
     ranges: Sequence[ReshardRange],
     sources: dict[str, ShardFile],
-    direct: bool = False,
-    drop_cache: bool = True,
-    verify: bool = True,
 ) -> RankResult:
     """Rank task: read (and, with ``verify``, verify) one new rank's ranges from the common
     start.
@@ -111,18 +120,18 @@ def reshard_task(
     and the cache dropped before the barrier, so the timed span holds only open, read, close.
     Phases repeat per file; the records sum them.
     """
-    backend = spec.open()
-    readers = [RangeReader(backend, sources[r.path], direct, ctx) for r in ranges]
+    verify = options.verify
+    backend = options.spec.open()
+    readers = [RangeReader(backend, sources[r.path], options.direct, ctx) for r in ranges]
     files = []
     for reader, r in zip(readers, ranges, strict=True):
         # several new ranks may share an old file: each drops and measures what it will read
-        cache = prepare_file(backend, r.path, drop_cache, ctx)
-        files.append({"path": r.path, "bytes": r.length, **cache})
+        files.append(prepare_file(backend, r.path, r.length, options.drop_cache, ctx))
         if verify:
             reader.expect(r.offset, r.length)
     phases = PhaseMarks.start(ctx)
     total = 0
-    for done, (reader, r, info) in enumerate(zip(readers, ranges, files, strict=True)):
+    for done, (reader, r, info) in enumerate(zip(readers, ranges, list(files), strict=True)):
         reader.base_bytes = total
         ctx.progress(files=done)
         reader.open()
@@ -130,7 +139,9 @@ def reshard_task(
         try:
             total += reader.read_verify(r.offset, r.length, verify=verify)
             phases.mark("read")
-            info.update(direct=reader.direct, direct_refused=reader.direct_refused)
+            files[done] = dataclasses.replace(
+                info, direct=reader.direct, direct_refused=reader.direct_refused
+            )
         finally:
             reader.close()
         phases.mark("close")
@@ -139,15 +150,15 @@ def reshard_task(
     return phases.result(
         new_rank,
         total,
-        extra={
-            "files_touched": len({r.path for r in ranges}),
-            "range_count": len(ranges),
-            "ranges": [list(r) for r in ranges],
-            "files": files,
-            "verify_s": sum(reader.verify_s for reader in readers),
-            "verified": "in the read" if verify else "after the read",
-            "peak_rss_bytes": peak_rss_bytes(),
-        },
+        detail=ReshardDetail(
+            files=tuple(files),
+            verify_s=sum(reader.verify_s for reader in readers),
+            verified="in the read" if verify else "after the read",
+            peak_rss_bytes=peak_rss_bytes(),
+            files_touched=len({r.path for r in ranges}),
+            range_count=len(ranges),
+            ranges=tuple(ranges),
+        ),
         histograms={"read": merge_histograms(reader.read_latency for reader in readers)},
     )
 
@@ -203,13 +214,15 @@ def run_reshard(
     labels = [f"new rank {m} of {count} ({len(ranges)} ranges)" for m, ranges in enumerate(plan)]
     backend = spec.open()
     after = verifies_after(backend, direct)  # as the readback: see its module
-    shared = {"spec": spec, "direct": direct, "drop_cache": drop_cache, "verify": not after}
+    options = RunOptions(spec, direct=direct, drop_cache=drop_cache, verify=not after)
     expect = Expected(
         "reshard",
         rank_bytes=tuple(sum(r.length for r in ranges) for ranges in plan),
         rank_files=tuple(len(ranges) for ranges in plan),
     )
-    results = run_ranks(pool, reshard_task, kwargs, timeout_s, labels, shared=shared, expect=expect)
+    results = run_ranks(
+        pool, reshard_task, kwargs, timeout_s, labels, options=options, expect=expect
+    )
     burst = BurstResult("reshard", tuple(records_from_results(results)))
     read = summarize(burst, backend.memory_backed(shards[0].path))
     verification = verify_burst(

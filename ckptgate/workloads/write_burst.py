@@ -22,6 +22,7 @@ import os
 import resource
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import (
     BurstResult,
     PhaseMarks,
+    RankDetail,
     RankResult,
     records_from_results,
     run_ranks,
@@ -40,8 +42,44 @@ from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.operations import Writer
 from ckptgate.workloads.fileplan import ShardFile, lanes, shard_file_name
+from ckptgate.workloads.options import RunOptions
 
-__all__ = ["DISCARD_PATH", "ShardFile", "run_write_burst", "shard_file_name", "write_shard_task"]
+__all__ = [
+    "DISCARD_PATH",
+    "FileWritten",
+    "ShardFile",
+    "WriteDetail",
+    "run_write_burst",
+    "shard_file_name",
+    "write_shard_task",
+]
+
+
+@dataclass(frozen=True)
+class FileWritten:
+    """One file of a write lane: what was written and how long its open to close took."""
+
+    path: str
+    bytes: int
+    index: int
+    """The file's index among its rank's files."""
+    s: float
+    """Seconds from its open to its close (the JSON key is ``s``)."""
+
+
+@dataclass(frozen=True)
+class WriteDetail(RankDetail):
+    """What one write-burst rank reports beyond bytes and phases."""
+
+    generate_s: float
+    """Seconds spent stamping the data inside the timed span (the suite's own cost)."""
+    fsynced: bool
+    """Whether any fsync made something durable (False on the null sink, or fsync off)."""
+    peak_rss_bytes: int
+    path: str
+    """The lane's first file."""
+    global_ranks: tuple[int, ...]
+    files: tuple[FileWritten, ...]
 
 
 def peak_rss_bytes() -> int:
@@ -66,17 +104,15 @@ def _sink(spec: BackendSpec, shard: ShardFile, sink: str) -> tuple[Writer[Any], 
 def write_shard_task(
     ctx: RankContext,
     *,
-    spec: BackendSpec,
+    options: RunOptions,
     files: Sequence[ShardFile],
-    fsync: bool = True,
-    sink: str = "target",
 ) -> RankResult:
     """Rank task: write a lane of shard files (``ckptgate.workloads.fileplan.lanes``: one
     rank's ``files_per_rank`` files, or a replayed tree's ranks) from the common start, one
-    after another, each opened, written, fsynced and closed; ``sink="null"`` writes the same
+    after another, each opened, written, fsynced and closed; ``options.sink="null"`` writes the same
     bytes through the same open and write calls into ``DISCARD_PATH`` instead (no fsync: it
-    would make nothing durable). Phases repeat per file; the record sums them and ``extra``
-    holds each file's path, bytes and seconds.
+    would make nothing durable). Phases repeat per file; the record sums them and its
+    ``WriteDetail`` holds each file's path, bytes and seconds.
 
     The null sink measures the suite's own data path, stamping and the client's write calls
     included: if it is not far faster than the target, the target was not what we timed.
@@ -88,12 +124,13 @@ def write_shard_task(
     for shard in files:
         if shard.global_rank not in stampers:
             stampers[shard.global_rank] = BlockStamper(shard.stamp, shard.transfer_bytes)
-    sinks = [_sink(spec, shard, sink) for shard in files]
+    fsync, sink = options.fsync, options.sink
+    sinks = [_sink(options.spec, shard, sink) for shard in files]
     generate_ns = 0
     latencies: list[LatencyHistogram] = []
     durable = False
     written = 0
-    reports: list[dict[str, Any]] = []
+    reports: list[FileWritten] = []
     clock_ns = time.perf_counter_ns
     progress = ctx.progress
     phases = PhaseMarks.start(ctx)
@@ -137,21 +174,19 @@ def write_shard_task(
         generate_ns += stamping_ns
         latencies.append(latency)
         written += offset
-        reports.append(
-            {"path": shard.path, "bytes": offset, "index": shard.index, "s": closed_at - opened_at}
-        )
+        reports.append(FileWritten(shard.path, offset, shard.index, closed_at - opened_at))
     progress(files=len(files), phase="done")
     return phases.result(
         files[0].global_rank,
         written,
-        extra={
-            "generate_s": generate_ns / 1e9,
-            "fsynced": durable,
-            "peak_rss_bytes": peak_rss_bytes(),
-            "path": files[0].path,
-            "global_ranks": sorted({f.global_rank for f in files}),
-            "files": reports,
-        },
+        detail=WriteDetail(
+            generate_s=generate_ns / 1e9,
+            fsynced=durable,
+            peak_rss_bytes=peak_rss_bytes(),
+            path=files[0].path,
+            global_ranks=tuple(sorted({f.global_rank for f in files})),
+            files=tuple(reports),
+        ),
         histograms={"write": merge_histograms(latencies)},
     )
 
@@ -188,14 +223,14 @@ def run_write_burst(
     groups = lanes(shards, pool.ranks)
     labels = [lane_label(lane) for lane in groups]
     kwargs = [{"files": lane} for lane in groups]
-    shared = {"spec": spec, "fsync": fsync, "sink": sink}
+    options = RunOptions(spec, fsync=fsync, sink=sink)
     expect = Expected(
         phase or ("write burst" if sink == "target" else "generate"),
         rank_bytes=tuple(sum(f.bytes for f in lane) for lane in groups),
         rank_files=tuple(len(lane) for lane in groups),
     )
     results = run_ranks(
-        pool, write_shard_task, kwargs, timeout_s, labels, shared=shared, expect=expect
+        pool, write_shard_task, kwargs, timeout_s, labels, options=options, expect=expect
     )
     return BurstResult(
         "write" if sink == "target" else "generate", tuple(records_from_results(results))

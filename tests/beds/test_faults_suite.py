@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from ckptgate.engine.pool import RankFailure, RankPool
+from ckptgate.engine.records import detail_as
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.target import Target
 from ckptgate.workloads.readback import run_readback
-from ckptgate.workloads.write_burst import ShardFile, run_write_burst
+from ckptgate.workloads.write_burst import ShardFile, WriteDetail, run_write_burst
 from tests.beds.faultfs import Fault, FaultFS, faultfs
 
 RANKS = 2
@@ -196,7 +197,7 @@ def test_a_noop_fsync_is_not_detectable_from_one_client(bed: FaultFS, target: Ta
     with RankPool(RANKS) as pool:
         burst = run_write_burst(pool, LOCAL, files, timeout_s=SAFETY_S)
         run_readback(pool, LOCAL, files, SAFETY_S)
-    assert all(record.extra["fsynced"] for record in burst.ranks)
+    assert all(detail_as(record, WriteDetail).fsynced for record in burst.ranks)
     assert {hit.action for hit in bed.log()} == {"noop"}
 
 

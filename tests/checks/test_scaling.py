@@ -4,10 +4,6 @@ memory-backed directory (every point real, every byte verified, the projection i
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,19 +60,19 @@ HUGE = ["--set", "cluster.gpus=256", "--set", "cluster.parallelism.dp=128",
 
 
 @pytest.fixture
-def shm_target() -> Iterator[Path]:
-    """A new directory on /dev/shm (memory-backed, as CI's target), removed after the test."""
-    if not os.path.isdir("/dev/shm"):
-        pytest.skip("no /dev/shm on this machine")
-    path = Path(tempfile.mkdtemp(prefix="ckptgate-sweep-test-", dir="/dev/shm"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def sweep_target(tmp_path: Path) -> Path:
+    """A new directory of the test's own (pytest removes it). Not under /dev/shm: the README's
+    test command runs the checklist there in the same session, and a run inside another live
+    run's target is refused (issue 22's overlapping targets)."""
+    path = tmp_path / "target"
+    path.mkdir()
+    return path
 
 
 def test_a_sweep_measures_every_point_and_projects_in_its_own_line(
-    shm_target: Path, tmp_path: Path
+    sweep_target: Path, tmp_path: Path
 ) -> None:
-    report, target = tmp_path / "report.json", shm_target
+    report, target = tmp_path / "report.json", sweep_target
     result = run_pytest(
         "--profile=tmpfs", f"--target={target}", f"--report-json={report}", *SMALL, *HUGE,
         "--sweep-ranks=1,2", "--sweep-repeats=2",
@@ -112,14 +108,14 @@ def test_a_sweep_measures_every_point_and_projects_in_its_own_line(
     assert not list(target.iterdir()), "the sweep left files behind"
 
 
-def test_a_projected_pass_never_exits_0(shm_target: Path, tmp_path: Path) -> None:
+def test_a_projected_pass_never_exits_0(sweep_target: Path, tmp_path: Path) -> None:
     # 4 nodes of the toy profile, one played: every tmpfs requirement is met outright at one
     # node, so the projection passes; the run is still a trial (not accepted here: no
     # --accept), and exits as one.
     report = tmp_path / "report.json"
     unaccepted = [a for a in SMALL if not a.startswith("--accept")]
     result = run_pytest(
-        "--profile=tmpfs", f"--target={shm_target}", f"--report-json={report}", *unaccepted,
+        "--profile=tmpfs", f"--target={sweep_target}", f"--report-json={report}", *unaccepted,
         "--set", "cluster.gpus=16", "--set", "cluster.parallelism.dp=8",
         "--sweep=nodes", "--sweep-repeats=1",
         "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_scaling.py",

@@ -6,10 +6,11 @@ import multiprocessing
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ckptgate.engine.pool import FILES_DONE, RankContext
-from ckptgate.engine.records import PhaseMarks, RankResult
+from ckptgate.engine.records import PhaseMarks, RankDetail, RankResult
 
 
 def report_start(ctx: RankContext, *, delay_s: float = 0.0) -> dict[str, Any]:
@@ -43,12 +44,26 @@ def die_on(ctx: RankContext, *, bad_rank: int) -> dict[str, Any]:
     return {"local_rank": ctx.local_rank}
 
 
-def typed_phases(ctx: RankContext, *, phases: list[str], marker: int) -> RankResult:
-    """Mark ``phases`` in order from the common start and return a typed result."""
+@dataclass(frozen=True)
+class PhaseOptions:
+    """The run's options for ``typed_phases``: the phases every rank marks."""
+
+    phases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MarkerDetail(RankDetail):
+    """``typed_phases``'s detail: the rank's own marker."""
+
+    marker: int
+
+
+def typed_phases(ctx: RankContext, *, options: PhaseOptions, marker: int) -> RankResult:
+    """Mark the run's phases in order from the common start and return a typed result."""
     marks = PhaseMarks.start(ctx)
-    for phase in phases:
+    for phase in options.phases:
         marks.mark(phase)
-    return marks.result(100 + ctx.local_rank, marker, extra={"marker": marker})
+    return marks.result(100 + ctx.local_rank, marker, detail=MarkerDetail(marker))
 
 
 def stall_after_progress(ctx: RankContext, *, bad_rank: int) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from collections.abc import Iterator
 
@@ -11,11 +12,15 @@ import pytest
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import (
     BurstResult,
+    RankDetail,
     RankRecord,
     RankResult,
+    detail_as,
     records_from_results,
+    returned_as,
     run_ranks,
 )
+from ckptgate.workloads.storm.listing import Listed
 from tests.engine import rank_tasks
 
 
@@ -59,22 +64,22 @@ def test_the_engines_stamp_is_the_only_mutation() -> None:
 
 
 def test_a_result_pickles_with_its_arrays() -> None:
-    original = result(latencies_s={"stat": np.arange(3.0)}, returned={"names": ["a"]})
+    original = result(latencies_s={"stat": np.arange(3.0)}, returned=Listed(("a",)))
     copy = pickle.loads(pickle.dumps(original))
-    assert copy.marks_mono == original.marks_mono and copy.returned == {"names": ["a"]}
+    assert copy.marks_mono == original.marks_mono and returned_as(copy, Listed).names == ("a",)
     assert np.array_equal(copy.latencies_s["stat"], original.latencies_s["stat"])
 
 
-def test_run_ranks_gives_typed_results_with_shared_arguments(pool: RankPool) -> None:
+def test_run_ranks_gives_typed_results_with_the_runs_options(pool: RankPool) -> None:
     results = run_ranks(
         pool,
         rank_tasks.typed_phases,
         [{"marker": 1}, {"marker": 2}],
         timeout_s=30,
-        shared={"phases": ["open", "write"]},
+        options=rank_tasks.PhaseOptions(("open", "write")),
     )
     assert [r.global_rank for r in results] == [100, 101]
-    assert [r.extra["marker"] for r in results] == [1, 2]
+    assert [detail_as(r, rank_tasks.MarkerDetail).marker for r in results] == [1, 2]
     assert all(r.common_start_mono == pool.last_start_mono for r in results)
     records = records_from_results(results)
     assert all(list(r.phases_s) == ["open", "write"] for r in records)
@@ -101,7 +106,7 @@ def test_a_saves_span_ends_with_the_coordinators_commit_but_the_slowest_rank_is_
     ranks = [
         RankRecord(0, 0, "h", 10, 0.0, 2.0, {"write": 2.0}),
         RankRecord(1, 1, "h", 10, 0.0, 3.0, {"write": 3.0}),
-        RankRecord(0, 2, "h", 1, 3.0, 3.5, {"write": 0.5}, extra={"coordinator": True}),
+        RankRecord(0, 2, "h", 1, 3.0, 3.5, {"write": 0.5}, coordinator=True),
     ]
     burst = BurstResult("write", tuple(ranks))
     assert burst.span_s == 3.5
@@ -109,3 +114,26 @@ def test_a_saves_span_ends_with_the_coordinators_commit_but_the_slowest_rank_is_
     assert burst.commit is ranks[2]
     assert BurstResult("write", tuple(ranks[:2])).commit is None
     assert burst.start_skew_s == 0.0  # the commit starts after the ranks: not a release
+
+
+def test_a_records_json_holds_its_details_fields_and_the_commit_flag() -> None:
+    """The typed detail's fields sit at the record's top level in the JSON, as the free dict's
+    keys did, and only the coordinator's commit carries ``coordinator``."""
+    rank = RankRecord(0, 0, "h", 10, 0.0, 2.0, {"write": 2.0}, rank_tasks.MarkerDetail(7))
+    commit = dataclasses.replace(rank, coordinator=True)
+    assert rank.to_json()["marker"] == 7 and "coordinator" not in rank.to_json()
+    assert commit.to_json()["coordinator"] is True
+
+
+@dataclasses.dataclass(frozen=True)
+class OtherDetail(RankDetail):
+    """Another workload's detail."""
+
+
+def test_a_record_read_as_another_workloads_detail_is_refused_by_name() -> None:
+    record = RankRecord(0, 3, "h", 10, 0.0, 2.0, {}, rank_tasks.MarkerDetail(7))
+    assert detail_as(record, rank_tasks.MarkerDetail).marker == 7
+    with pytest.raises(TypeError, match="rank 3 carries MarkerDetail, not OtherDetail"):
+        detail_as(record, OtherDetail)
+    with pytest.raises(TypeError, match="rank 9 carries NoneType, not Listed"):
+        returned_as(result(), Listed)  # the task returned nothing to its driver

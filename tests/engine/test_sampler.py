@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from ckptgate.engine.pool import RankPool
+from ckptgate.engine.records import detail_as
 from ckptgate.engine.sampler import Expected, NodeProgress, ProgressSampler
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.workloads.write_burst import ShardFile, run_write_burst
+from ckptgate.workloads.write_burst import ShardFile, WriteDetail, run_write_burst
 
 MiB = 2**20
 
@@ -137,4 +138,4 @@ def test_a_burst_through_the_pool_is_sampled_and_its_latencies_are_in_the_json(
     latency = burst.to_json()["transfer_latency_s"]["write"]
     assert latency["count"] == 8  # 4 transfers of 1 MiB per rank
     assert 0 < latency["p50_s"] <= latency["p99_s"] <= latency["max_s"]
-    assert burst.ranks[0].extra["generate_s"] > 0
+    assert detail_as(burst.ranks[0], WriteDetail).generate_s > 0

@@ -9,6 +9,7 @@ from typing import Any
 from ckptgate.report.gate import GateReport
 from ckptgate.report.items import Item, judge
 from ckptgate.report.saved import sweep_section
+from ckptgate.report.schema import SavedReport, load_saved
 from ckptgate.report.verdict import RunScale
 from ckptgate.sizing import derive, load_profile
 
@@ -87,3 +88,8 @@ def saved_run(*, write_s: float = 0.01, profile_overrides: tuple[str, ...] = (),
          "bytes_per_s": [6e9, 5e9]},
     ]})  # fmt: skip
     return report.json_data()
+
+
+def saved_report(**options: Any) -> SavedReport:
+    """``saved_run(**options)`` read back through the schema, as ``ckptgate report`` reads it."""
+    return load_saved(saved_run(**options), "run.json")

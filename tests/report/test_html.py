@@ -15,7 +15,8 @@ import pytest
 
 from ckptgate.report import figures
 from ckptgate.report.html import render_report
-from tests.report.saved_runs import saved_run
+from ckptgate.report.schema import load_saved
+from tests.report.saved_runs import saved_report, saved_run
 
 FIGURES = ("margins", "timeline-write", "timeline-read", "timeline-contention-writers",
            "node-bandwidth", "bandwidth-over-time", "metadata-latency", "contention",
@@ -38,7 +39,7 @@ def _tags(page: str) -> list[tuple[str, dict[str, str | None]]]:
 
 
 def test_the_page_fetches_nothing_and_runs_nothing() -> None:
-    page = render_report(saved_run())
+    page = render_report(saved_report())
     tags = _tags(page)
     assert not [t for t, _ in tags if t in ("script", "link", "img", "iframe", "object")]
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)
@@ -46,7 +47,7 @@ def test_the_page_fetches_nothing_and_runs_nothing() -> None:
 
 
 def test_the_page_has_the_gate_table_with_both_requirements_and_each_section() -> None:
-    page = render_report(saved_run())
+    page = render_report(saved_report())
     for words in ("this run requires", "the cluster requires", "margin", "async persist bandwidth",
                   "9.33 MB/s", "Bursts: per-rank phases", "Bandwidth per node", "Metadata",
                   "Readers and writers under contention", "Sizing sweep", "Young"):  # fmt: skip
@@ -54,14 +55,14 @@ def test_the_page_has_the_gate_table_with_both_requirements_and_each_section() -
 
 
 def test_the_burst_summary_shows_per_transfer_latency() -> None:
-    page = render_report(saved_run())
+    page = render_report(saved_report())
     assert "per transfer p50 / p99 / max" in page
     assert "write 12.0 ms / 30.1 ms / 41.0 ms" in page
 
 
 @pytest.mark.skipif(not figures.available(), reason="matplotlib (the report extra) not installed")
 def test_every_plot_is_an_inline_svg_figure() -> None:
-    page = render_report(saved_run())
+    page = render_report(saved_report())
     drawn = [a.get("data-figure") for t, a in _tags(page) if t == "svg"]
     assert drawn == list(FIGURES)
     ids = re.findall(r'\sid="([^"]+)"', page)
@@ -72,7 +73,7 @@ def test_without_matplotlib_the_page_says_how_and_keeps_the_tables(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(figures, "available", lambda: False)
-    page = render_report(saved_run())
+    page = render_report(saved_report())
     assert "pip install &#x27;ckptgate[report]&#x27;" in page
     assert "<svg" not in page and page.count("<table>") >= 8
 
@@ -80,9 +81,11 @@ def test_without_matplotlib_the_page_says_how_and_keeps_the_tables(
 def test_a_report_without_a_sweep_section_uses_the_shipped_profile_it_matches() -> None:
     data = saved_run()
     del data["sweep"]
-    assert "recomputed from the shipped profile tmpfs" in render_report(data)
+    assert "recomputed from the shipped profile tmpfs" in render_report(
+        load_saved(data, "run.json")
+    )
     data["sizing"]["interval_s"] = 1.0
-    assert "has no sweep section" in render_report(data)
+    assert "has no sweep section" in render_report(load_saved(data, "run.json"))
 
 
 # The browser sees the page's own markup; the probe (a script the test adds to a copy) writes
@@ -117,7 +120,7 @@ def _browser(page: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(_chromium() is None, reason="no chromium: apt-get install chromium")
 @pytest.mark.skipif(not figures.available(), reason="matplotlib (the report extra) not installed")
 def test_a_headless_browser_loads_the_page_and_draws_every_figure(tmp_path: Path) -> None:
-    page = render_report(saved_run())
+    page = render_report(saved_report())
     probed = tmp_path / "probed.html"
     probed.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
     dom = _browser(probed, "--dump-dom")

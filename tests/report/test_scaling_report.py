@@ -12,6 +12,7 @@ from ckptgate.report import figures
 from ckptgate.report.gate import GateReport
 from ckptgate.report.html import render_report
 from ckptgate.report.junit import projection_properties
+from ckptgate.report.schema import load_saved
 from ckptgate.sizing import Requirement
 from tests.report.saved_runs import saved_run
 
@@ -51,7 +52,7 @@ def test_the_projection_is_its_own_line_below_the_verdict() -> None:
 
 def test_the_html_page_shows_the_points_the_fit_and_the_requirement() -> None:
     data = {**saved_run(), "scaling": sweep_section()}
-    page = render_report(data)
+    page = render_report(load_saved(data, "run.json"))
     assert "<h2>Scaling sweep and projection</h2>" in page
     assert page.count("PROJECTION projected-fail (not a qualification") == 2  # top and section
     assert "projected-fail" in page and "required at N" in page

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ckptgate.engine.datagen import BlockStamper
 from ckptgate.engine.pool import RankContext
-from ckptgate.engine.records import RankResult
+from ckptgate.engine.records import RankResult, RankReturn
 from ckptgate.workloads import write_burst
 
 
 def write_noting_stamp_pools(ctx: RankContext, **kwargs: Any) -> RankResult:
-    """``write_shard_task``, noting when each stamp pool was made (``extra["pools_made"]``,
+    """``write_shard_task``, noting when each stamp pool was made (``PoolsMade``, on
     the rank's monotonic clock)."""
     made: list[float] = []
 
@@ -28,4 +29,11 @@ def write_noting_stamp_pools(ctx: RankContext, **kwargs: Any) -> RankResult:
         result = write_burst.write_shard_task(ctx, **kwargs)
     finally:
         write_burst.BlockStamper = original  # type: ignore[misc]
-    return dataclasses.replace(result, extra={**result.extra, "pools_made": made})
+    return dataclasses.replace(result, returned=PoolsMade(tuple(made)))
+
+
+@dataclass(frozen=True)
+class PoolsMade(RankReturn):
+    """When each of the rank's stamp pools was made (the rank's monotonic clock)."""
+
+    made_mono: tuple[float, ...]

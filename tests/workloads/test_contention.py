@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from ckptgate.engine.pool import RankFailure, RankPool
-from ckptgate.engine.records import BurstResult
+from ckptgate.engine.records import BurstResult, detail_as
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.contention import (
+    ReaderDetail,
     ReaderRun,
     dataset_files,
     prepare_dataset,
@@ -59,7 +60,9 @@ def test_readers_stop_by_themselves_at_the_time_bound(
     for record in run.burst.ranks:
         # the bound is checked after every read: one read of 1 MiB past it at most
         assert 0.5 <= record.total_s < 1.5
-        assert record.extra["passes"] >= 1  # 8 MiB per pass: tmpfs or disk, far under 0.5 s
+        assert (
+            detail_as(record, ReaderDetail).passes >= 1
+        )  # 8 MiB per pass: tmpfs or disk, far under 0.5 s
     assert run.total_bytes > 16 * MiB
 
 

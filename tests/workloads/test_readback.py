@@ -10,10 +10,16 @@ from pathlib import Path
 import pytest
 
 from ckptgate.engine.pool import RankFailure, RankPool
+from ckptgate.engine.records import detail_as
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.fsfacts import local_fs_facts
 from ckptgate.workloads.fileplan import dcp_plan, shard_files
-from ckptgate.workloads.readback import file_records, readback_assignment, run_readback
+from ckptgate.workloads.readback import (
+    ReadDetail,
+    file_records,
+    readback_assignment,
+    run_readback,
+)
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 from tests.workloads.corruption import flip_byte
 
@@ -63,14 +69,16 @@ def test_each_rank_reads_a_shard_another_rank_wrote(
     burst = result.burst
     assert burst.kind == "read"
     assert burst.total_bytes == sum(SIZES)
-    assert sorted(r.extra["path"] for r in burst.ranks) == sorted(s.path for s in shards)
+    assert sorted(detail_as(r, ReadDetail).path for r in burst.ranks) == sorted(
+        s.path for s in shards
+    )
     for record in burst.ranks:
-        assert record.extra["written_by_local_rank"] != record.rank
+        assert detail_as(record, ReadDetail).written_by_local_rank != record.rank
         assert list(record.phases_s) == ["open", "read", "close"]
         assert record.bytes == next(s.bytes for s in shards if s.global_rank == record.global_rank)
         # a buffered read only reads: its bytes are verified after every rank is done
-        assert record.extra["verified"] == "after the read"
-        assert record.extra["verify_s"] == 0
+        assert detail_as(record, ReadDetail).verified == "after the read"
+        assert detail_as(record, ReadDetail).verify_s == 0
     verification = result.verification
     assert verification is not None and verification.when == "after the read"
     assert verification.bytes == sum(SIZES) and verification.seconds > 0
@@ -83,8 +91,8 @@ def test_a_direct_read_verifies_in_the_read_loop(pool: RankPool, shards: list[Sh
     result = run_readback(pool, LOCAL, shards, timeout_s=60, direct=True)
     assert result.verification is not None and result.verification.when == "in the read"
     for record in result.burst.ranks:
-        assert record.extra["verified"] == "in the read"
-        assert 0 < record.extra["verify_s"] <= record.phases_s["read"]
+        assert detail_as(record, ReadDetail).verified == "in the read"
+        assert 0 < detail_as(record, ReadDetail).verify_s <= record.phases_s["read"]
 
 
 def test_dropped_pages_are_not_resident_and_tmpfs_says_it_is_memory(
@@ -140,7 +148,7 @@ def test_direct_readback_uses_o_direct_or_says_why_not(
     result = run_readback(pool, LOCAL, shards, timeout_s=60, direct=True)
     assert result.burst.total_bytes == sum(SIZES)
     assert result.direct or result.direct_refused
-    assert all(r.extra["direct"] == result.direct for r in result.burst.ranks)
+    assert all(detail_as(r, ReadDetail).direct == result.direct for r in result.burst.ranks)
 
 
 def test_a_missing_shard_names_the_rank_and_the_file(
@@ -169,9 +177,9 @@ def test_each_rank_reads_all_of_another_ranks_files(
     assert result.burst.total_bytes == sum(SIZES)
     for record in result.burst.ranks:
         mine = [s.path for s in split_shards if s.global_rank == record.global_rank]
-        assert [f["path"] for f in record.extra["files"]] == mine
-        assert record.extra["written_by_local_rank"] != record.rank
-    assert sorted(f["path"] for f in file_records(result.burst)) == sorted(
+        assert [f.path for f in detail_as(record, ReadDetail).files] == mine
+        assert detail_as(record, ReadDetail).written_by_local_rank != record.rank
+    assert sorted(f.path for f in file_records(result.burst)) == sorted(
         s.path for s in split_shards
     )
 

@@ -11,8 +11,15 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ckptgate.engine.pool import RankFailure, RankPool
+from ckptgate.engine.records import detail_as
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.workloads.reshard import ReshardRange, default_new_ranks, plan_reshard, run_reshard
+from ckptgate.workloads.reshard import (
+    ReshardDetail,
+    ReshardRange,
+    default_new_ranks,
+    plan_reshard,
+    run_reshard,
+)
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 from tests.workloads.corruption import flip_byte
 
@@ -144,13 +151,15 @@ def test_fewer_ranks_read_and_verify_every_byte_across_files(
     assert verification.when == ("in the read" if direct else "after the read")
     assert verification.seconds > 0
     for record in result.burst.ranks:
-        assert record.extra["files_touched"] >= 2
-        assert record.extra["range_count"] == len(record.extra["ranges"])
+        assert detail_as(record, ReshardDetail).files_touched >= 2
+        assert detail_as(record, ReshardDetail).range_count == len(
+            detail_as(record, ReshardDetail).ranges
+        )
         assert {"open", "read", "close"} == set(record.phases_s)
         if direct:
-            assert 0 < record.extra["verify_s"] <= record.phases_s["read"]
+            assert 0 < detail_as(record, ReshardDetail).verify_s <= record.phases_s["read"]
         else:
-            assert record.extra["verify_s"] == 0
+            assert detail_as(record, ReshardDetail).verify_s == 0
     assert result.read.cache_free
     json = result.to_json()
     assert json["files_per_new_rank"] == result.files_per_rank()

@@ -10,10 +10,12 @@ import pytest
 
 from ckptgate.engine.datagen import BLOCK_BYTES
 from ckptgate.engine.pool import RankPool
+from ckptgate.engine.records import detail_as
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.fileplan import dcp_plan, shard_files
+from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.readback import file_records, run_readback
-from ckptgate.workloads.write_burst import ShardFile, run_write_burst
+from ckptgate.workloads.write_burst import ShardFile, WriteDetail, run_write_burst
 from tests.workloads import recording_tasks
 
 MiB = 2**20
@@ -48,14 +50,14 @@ def test_the_load_generator_writes_through_the_client_path_into_a_discarding_sin
     assert burst.total_bytes == 16 * MiB
     assert after - before >= 16 * MiB  # every byte went through write(2)
     assert list(tmp_path.iterdir()) == []  # and nowhere on the target
-    assert not any(r.extra["fsynced"] for r in burst.ranks)
+    assert not any(detail_as(r, WriteDetail).fsynced for r in burst.ranks)
 
 
 def test_the_target_burst_writes_every_byte_and_fsyncs(pool: RankPool, tmp_path: Path) -> None:
     shards = [ShardFile(g, str(tmp_path / f"__{g}_0.distcp"), 3 * MiB + 5, 7, MiB) for g in (0, 1)]
     burst = run_write_burst(pool, LOCAL, shards, 60)
     assert [Path(s.path).stat().st_size for s in shards] == [3 * MiB + 5] * 2
-    assert all(r.extra["fsynced"] for r in burst.ranks)
+    assert all(detail_as(r, WriteDetail).fsynced for r in burst.ranks)
     assert [list(r.phases_s) for r in burst.ranks] == [["open", "write", "fsync", "close"]] * 2
 
 
@@ -75,8 +77,8 @@ def test_each_rank_writes_its_files_per_rank_as_dcp_names_them(
     assert [r.bytes for r in burst.ranks] == [3 * MiB + 5, 2 * MiB]
     for record in burst.ranks:
         mine = [s for s in shards if s.global_rank == record.global_rank]
-        assert [f["path"] for f in record.extra["files"]] == [s.path for s in mine]
-        assert [f["bytes"] for f in record.extra["files"]] == [s.bytes for s in mine]
+        assert [f.path for f in detail_as(record, WriteDetail).files] == [s.path for s in mine]
+        assert [f.bytes for f in detail_as(record, WriteDetail).files] == [s.bytes for s in mine]
         assert list(record.phases_s) == ["open", "write", "fsync", "close"]  # summed per file
     blocks = [
         Path(s.path).read_bytes()[o : o + BLOCK_BYTES]
@@ -93,8 +95,8 @@ def test_the_stamp_pools_are_made_before_the_common_start(pool: RankPool, tmp_pa
     """Making a transfer's random pool took 5 ms at 16 MiB, inside the timed burst: it is
     made before the barrier, so the span holds only open, write, fsync and close."""
     shards = [ShardFile(r, f"{tmp_path}/r{r}", 3 * BLOCK_BYTES, 7, BLOCK_BYTES) for r in (0, 1)]
-    kwargs = [{"spec": LOCAL, "files": [shard]} for shard in shards]
+    kwargs = [{"options": RunOptions(LOCAL), "files": [shard]} for shard in shards]
     results = pool.run(recording_tasks.write_noting_stamp_pools, kwargs, 60)
     for result in results:
-        made = result.extra["pools_made"]
+        made = result.returned.made_mono
         assert len(made) == 1 and made[0] < result.start_mono

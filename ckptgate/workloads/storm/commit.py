@@ -6,19 +6,26 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ckptgate.engine.datagen import BlockStamper, StampKey
 from ckptgate.engine.pool import RankContext, RankPool
-from ckptgate.engine.records import PhaseMarks, RankResult, run_ranks
+from ckptgate.engine.records import (
+    PhaseMarks,
+    RankResult,
+    run_ranks,
+)
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.manifest import FileStamp
+from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm.files import (
     METADATA_STAMP_RANK,
     PADDING_TRANSFER_BYTES,
     WRITE_BYTES,
+    FilesDetail,
     StormFile,
     metadata_paths,
 )
@@ -27,10 +34,18 @@ from ckptgate.workloads.storm.phase import Phase, phase_of
 COMMIT_OPS = ("write", "fsync", "close", "rename", "dirsync")
 
 
+@dataclass(frozen=True)
+class CommitDetail(FilesDetail):
+    """The coordinator's commit: the backend used and the ``.metadata`` bytes written."""
+
+    io: str
+    metadata_bytes: int
+
+
 def commit_task(
     ctx: RankContext,
     *,
-    spec: BackendSpec,
+    options: RunOptions,
     directory: str,
     manifest: bytes,
     metadata_bytes: int = 0,
@@ -39,7 +54,7 @@ def commit_task(
 ) -> RankResult:
     """Rank task: write ``.metadata.tmp`` (the manifest, padded to ``metadata_bytes`` when that
     is larger), fsync, close, rename to ``.metadata``, sync the directory."""
-    backend = spec.open()
+    backend = options.spec.open()
     tmp_path, final_path = metadata_paths(directory)
     padding = max(metadata_bytes - len(manifest), 0)
     stamper = (
@@ -82,7 +97,7 @@ def commit_task(
     return phases.result(
         0,
         written,
-        extra={"files": 1, "io": backend.name, "metadata_bytes": written},
+        detail=CommitDetail(files=1, io=backend.name, metadata_bytes=written),
         latencies_s={
             op: np.asarray([stamps[i + 1] - stamps[i]]) for i, op in enumerate(COMMIT_OPS)
         },
@@ -147,7 +162,6 @@ def run_commit(
         transfer_bytes=transfer_bytes,
     )  # fmt: skip
     task = {
-        "spec": spec,
         "directory": directory,
         "manifest": manifest,
         "metadata_bytes": metadata_bytes,
@@ -160,5 +174,6 @@ def run_commit(
         [task],
         timeout_s,
         [f"local rank 0 (commit of {directory})"],
+        options=RunOptions(spec),
     )
     return phase_of("commit", 1, results)

@@ -12,14 +12,35 @@ import numpy as np
 
 from ckptgate.engine.datagen import BlockStamper, StampKey
 from ckptgate.engine.pool import FILES_DONE, RankContext, RankPool
-from ckptgate.engine.records import PhaseMarks, RankResult, per_second, run_ranks
+from ckptgate.engine.records import (
+    PhaseMarks,
+    RankResult,
+    detail_as,
+    per_second,
+    run_ranks,
+)
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm.commit import run_commit
-from ckptgate.workloads.storm.files import WRITE_BYTES, StormFile, metadata_paths, split
+from ckptgate.workloads.storm.files import (
+    WRITE_BYTES,
+    FilesDetail,
+    StormFile,
+    metadata_paths,
+    split,
+)
 from ckptgate.workloads.storm.phase import Phase, phase_of
 
 CREATE_OPS = ("create", "write", "fsync", "close")
+
+
+@dataclass(frozen=True)
+class CreateDetail(FilesDetail):
+    """A create-storm rank: whether an fsync made anything durable, and the backend used."""
+
+    fsynced: bool
+    io: str
 
 
 def create_ops(write_bytes: int, fsync: bool) -> tuple[str, ...]:
@@ -49,14 +70,15 @@ def _payloads(files: Sequence[StormFile], run_id: int, write_bytes: int) -> list
 def create_task(
     ctx: RankContext,
     *,
-    spec: BackendSpec,
+    options: RunOptions,
     files: list[StormFile],
     run_id: int,
     write_bytes: int = WRITE_BYTES,
-    fsync: bool = True,
 ) -> RankResult:
-    """Rank task: create, write, fsync and close each of ``files`` from the common start."""
-    backend = spec.open()
+    """Rank task: create, write, fsync (``options.fsync``) and close each of ``files`` from
+    the common start."""
+    fsync = options.fsync
+    backend = options.spec.open()
     payloads = _payloads(files, run_id, write_bytes)
     paths = [f.path for f in files]
     ops = create_ops(write_bytes, fsync)
@@ -105,7 +127,7 @@ def create_task(
     return phases.result(
         files[0].global_rank if files else -1,
         write_bytes * len(paths),
-        extra={"files": len(paths), "fsynced": durable, "io": backend.name},
+        detail=CreateDetail(files=len(paths), fsynced=durable, io=backend.name),
         latencies_s={op: latencies[:, i] for i, op in enumerate(ops)},
     )
 
@@ -185,11 +207,13 @@ def run_metadata_storm(
         raise ValueError("a metadata storm needs at least one file")
     chunks = split(list(files), ranks or pool.ranks)
     labels = [f"local rank {i} ({len(c)} files from {c[0].path})" for i, c in enumerate(chunks)]
-    kwargs = [{"files": c} for c in chunks]
-    shared = {"spec": spec, "run_id": run_id, "write_bytes": write_bytes, "fsync": fsync}
+    kwargs = [{"files": c, "run_id": run_id, "write_bytes": write_bytes} for c in chunks]
+    options = RunOptions(spec, fsync=fsync)
     expect = Expected("create storm", rank_files=tuple(len(c) for c in chunks))
-    results = run_ranks(pool, create_task, kwargs, timeout_s, labels, shared=shared, expect=expect)
-    used = results[0].extra["io"]
+    results = run_ranks(
+        pool, create_task, kwargs, timeout_s, labels, options=options, expect=expect
+    )
+    used = detail_as(results[0], CreateDetail).io
     create = phase_of("create", len(files), results)
     committed = None
     if commit:

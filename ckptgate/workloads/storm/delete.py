@@ -5,14 +5,27 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ckptgate.engine.pool import RankContext, RankPool
-from ckptgate.engine.records import RankResult
+from ckptgate.engine.records import (
+    RankResult,
+)
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.workloads.options import RunOptions
+from ckptgate.workloads.storm.files import FilesDetail
 from ckptgate.workloads.storm.phase import Phase, per_file_phase, timed_each
 
 
-def unlink_task(ctx: RankContext, *, spec: BackendSpec, paths: list[str]) -> RankResult:
+@dataclass(frozen=True)
+class DeleteDetail(FilesDetail):
+    """A batch-delete rank: its requests and the keys per request."""
+
+    requests: int
+    keys: int
+
+
+def unlink_task(ctx: RankContext, *, options: RunOptions, paths: list[str]) -> RankResult:
     """Rank task: remove ``paths`` from the common start (the retention delete storm).
 
     Where the backend has a bulk delete (an object store: S3 DeleteObjects through s3fs's
@@ -20,14 +33,14 @@ def unlink_task(ctx: RankContext, *, spec: BackendSpec, paths: list[str]) -> Ran
     deleting a retired step does, and each request is timed (``delete_batch``); elsewhere one
     unlink per file (``unlink``).
     """
-    backend = spec.open()
+    backend = options.spec.open()
     keys = backend.batch_delete_keys
     if not keys:
         return timed_each(ctx, "unlink", paths, backend.unlink)[0]
     batches = [paths[i : i + keys] for i in range(0, len(paths), keys)]
     record = timed_each(ctx, "delete_batch", batches, backend.unlink_batch)[0]
-    extra = {**record.extra, "files": len(paths), "requests": len(batches), "keys": keys}
-    return dataclasses.replace(record, extra=extra)
+    detail = DeleteDetail(files=len(paths), requests=len(batches), keys=keys)
+    return dataclasses.replace(record, detail=detail)
 
 
 def run_delete_storm(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptgate.engine.datagen import BLOCK_BYTES
+from ckptgate.engine.records import RankDetail
 from ckptgate.workloads.fileplan import FilePlan, shard_file_name
 
 METADATA_NAME = ".metadata"
@@ -18,6 +19,13 @@ PADDING_TRANSFER_BYTES = 16 * 2**20
 """The padding is written in transfers of this size (the default run.transfer_bytes)."""
 WRITE_BYTES = BLOCK_BYTES
 """The small write per file: one stamped 4 KiB block (a tiny shard, as small ranks save)."""
+
+
+@dataclass(frozen=True)
+class FilesDetail(RankDetail):
+    """A metadata rank's files (or listings) done."""
+
+    files: int
 
 
 @dataclass(frozen=True)

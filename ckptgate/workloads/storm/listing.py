@@ -11,15 +11,36 @@ from typing import Any
 import numpy as np
 
 from ckptgate.engine.pool import RankContext, RankPool
-from ckptgate.engine.records import PhaseMarks, RankResult, run_ranks
+from ckptgate.engine.records import (
+    PhaseMarks,
+    RankResult,
+    RankReturn,
+    returned_as,
+    run_ranks,
+)
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.workloads.storm.files import join, split
+from ckptgate.workloads.options import RunOptions
+from ckptgate.workloads.storm.files import FilesDetail, join, split
 from ckptgate.workloads.storm.phase import Phase, per_file_phase, phase_of, timed_each
 
 
-def list_task(ctx: RankContext, *, spec: BackendSpec, directory: str) -> RankResult:
+@dataclass(frozen=True)
+class Listed(RankReturn):
+    """A listing's names, sorted."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Statted(RankReturn):
+    """Each statted path's size, in the chunk's order."""
+
+    sizes_bytes: np.ndarray
+
+
+def list_task(ctx: RankContext, *, options: RunOptions, directory: str) -> RankResult:
     """Rank task: list ``directory`` once, as a restore's coordinator does; returns the names."""
-    backend = spec.open()
+    backend = options.spec.open()
     phases = PhaseMarks.start(ctx)
     ctx.progress(phase="list", path=directory)
     t0 = time.perf_counter()
@@ -29,16 +50,16 @@ def list_task(ctx: RankContext, *, spec: BackendSpec, directory: str) -> RankRes
     return phases.result(
         0,
         0,
-        extra={"files": 1},
+        detail=FilesDetail(files=1),
         latencies_s={"list": np.asarray([t1 - t0])},
-        returned={"names": sorted(names)},
+        returned=Listed(tuple(sorted(names))),
     )
 
 
-def stat_task(ctx: RankContext, *, spec: BackendSpec, paths: list[str]) -> RankResult:
+def stat_task(ctx: RankContext, *, options: RunOptions, paths: list[str]) -> RankResult:
     """Rank task: stat each of ``paths`` from the common start; returns their sizes."""
-    record, sizes = timed_each(ctx, "stat", paths, spec.open().size)
-    return dataclasses.replace(record, returned={"sizes": np.asarray(sizes, dtype=np.int64)})
+    record, sizes = timed_each(ctx, "stat", paths, options.spec.open().size)
+    return dataclasses.replace(record, returned=Statted(np.asarray(sizes, dtype=np.int64)))
 
 
 @dataclass(frozen=True)
@@ -73,11 +94,12 @@ def run_restore_listing(
     listed = run_ranks(
         pool,
         list_task,
-        [{"spec": spec, "directory": directory}],
+        [{"directory": directory}],
         timeout_s,
         [f"local rank 0 (listing {directory})"],
+        options=RunOptions(spec),
     )
-    names = tuple(listed[0].returned["names"])
+    names = returned_as(listed[0], Listed).names
     list_phase = phase_of("list", 1, listed)
     if not names:
         raise ValueError(f"restore listing: {directory} is empty")
@@ -89,6 +111,6 @@ def run_restore_listing(
     for chunk, result in zip(chunks, results, strict=True):
         sizes.update(
             (p.rsplit("/", 1)[-1], int(s))
-            for p, s in zip(chunk, result.returned["sizes"], strict=True)
+            for p, s in zip(chunk, returned_as(result, Statted).sizes_bytes, strict=True)
         )
     return RestoreListing(names, sizes, list_phase, stat_phase)

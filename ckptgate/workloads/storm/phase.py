@@ -23,7 +23,8 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.workloads.storm.files import split
+from ckptgate.workloads.options import RunOptions
+from ckptgate.workloads.storm.files import FilesDetail, split
 
 
 def timed_each(
@@ -61,7 +62,7 @@ def timed_each(
     record = phases.result(
         -1,
         0,
-        extra={"files": len(paths)},
+        detail=FilesDetail(files=len(paths)),
         latencies_s={op: np.diff(np.asarray(stamps, dtype=np.float64))},
     )
     return record, results
@@ -138,7 +139,7 @@ def per_file_phase(
         "paths",
         lambda c: f"{op} of {len(c)} files",
         timeout_s,
-        shared={"spec": spec},
+        options=RunOptions(spec),
         phase=f"{op} storm",
     )
     return phase_of(op, len(paths), results), chunks, results
@@ -152,19 +153,21 @@ def split_run(
     words: Callable[[list[Any]], str],
     timeout_s: float,
     *,
-    shared: dict[str, Any],
+    options: RunOptions,
     phase: str,
+    each: dict[str, Any] | None = None,
 ) -> tuple[list[list[Any]], list[RankResult]]:
-    """Run ``task`` with ``items`` split over the pool's ranks (each rank's chunk as ``key``),
-    each rank labelled ``local rank i (words(chunk))``; returns the chunks and the results."""
+    """Run ``task`` with ``items`` split over the pool's ranks (each rank's chunk as ``key``,
+    beside the keyword arguments ``each`` every rank gets), each rank labelled
+    ``local rank i (words(chunk))``; returns the chunks and the results."""
     chunks = split(list(items), pool.ranks)
     results = run_ranks(
         pool,
         task,
-        [{key: c} for c in chunks],
+        [{**(each or {}), key: c} for c in chunks],
         timeout_s,
         [f"local rank {i} ({words(c)})" for i, c in enumerate(chunks)],
-        shared=shared,
+        options=options,
         expect=Expected(phase, rank_files=tuple(len(c) for c in chunks)),
     )
     return chunks, results

@@ -8,18 +8,22 @@ import numpy as np
 
 from ckptgate.engine.datagen import BlockStamper, DataMismatch, StampKey
 from ckptgate.engine.pool import RankContext, RankPool
-from ckptgate.engine.records import PhaseMarks, RankResult
+from ckptgate.engine.records import (
+    PhaseMarks,
+    RankResult,
+)
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.workloads.storm.files import WRITE_BYTES, StormFile
+from ckptgate.workloads.options import RunOptions
+from ckptgate.workloads.storm.files import WRITE_BYTES, FilesDetail, StormFile
 from ckptgate.workloads.storm.phase import split_run
 
 
 def verify_task(
-    ctx: RankContext, *, spec: BackendSpec, files: list[StormFile], run_id: int, write_bytes: int
+    ctx: RankContext, *, options: RunOptions, files: list[StormFile], run_id: int, write_bytes: int
 ) -> RankResult:
     """Rank task (untimed): read each storm file back and check every byte of its stamped
     block; a corruption raises ``DataMismatch`` naming the file and the offset."""
-    backend = spec.open()
+    backend = options.spec.open()
     buffer = memoryview(bytearray(write_bytes))
     array = np.frombuffer(buffer, dtype=np.uint8)
     stampers: dict[int, BlockStamper] = {}
@@ -41,7 +45,7 @@ def verify_task(
         stamper.verify(array, file.index * stamper.step_bytes, file.path)
         ctx.progress(files=done)
     phases.mark("verify")
-    return phases.result(-1, write_bytes * len(files), extra={"files": len(files)})
+    return phases.result(-1, write_bytes * len(files), detail=FilesDetail(files=len(files)))
 
 
 def verify_storm(
@@ -64,7 +68,8 @@ def verify_storm(
         "files",
         lambda c: f"verify of {len(c)} files from {c[0].path}",
         timeout_s,
-        shared={"spec": spec, "run_id": run_id, "write_bytes": write_bytes},
+        options=RunOptions(spec),
         phase="verify storm",
+        each={"run_id": run_id, "write_bytes": write_bytes},
     )
     return sum(r.bytes for r in results)

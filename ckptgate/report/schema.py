@@ -1,0 +1,358 @@
+"""The saved JSON report's schema: one typed tree, with a version, checked when a file is read.
+
+``GateReport.json_data()`` writes the report with ``schema_version = SCHEMA_VERSION``;
+``load_saved`` reads a file back into a ``SavedReport`` (``report/saved.py``), which the HTML,
+CSV, compare and figure outputs read by attribute, never by string key. A file that is not a
+ckptgate report, or one of another schema version (the reports written before the field
+existed have none), is refused with one ``ReportSchemaError`` line naming the file, the key,
+what was found and what is expected.
+
+The schema names what the outputs read; a section may hold more (a burst's per-rank details,
+the metadata rounds), which the reader keeps in ``SavedReport.data`` untouched. Adding a key is
+compatible; renaming or retyping one that is read here is a new ``SCHEMA_VERSION``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from ckptgate.report.items import Item
+from ckptgate.report.verdict import Status
+
+SCHEMA_VERSION = 1
+"""The version ``json_data()`` writes and ``load_saved`` reads (1: the first with the field)."""
+
+SCHEMA_KEY = "schema_version"
+
+PHASES: tuple[str, ...] = ("open_s", "write_s", "read_s", "fsync_s", "close_s")
+"""A rank record's phase times the outputs show, in the order a rank goes through them."""
+
+
+class ReportSchemaError(ValueError):
+    """A saved report that does not follow the schema; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class SavedScale:
+    """The verdict's scale: what the run played of the cluster (``report.verdict.RunScale``)."""
+
+    words: str = ""
+    nodes: int | None = None
+    cluster_nodes: int | None = None
+    ranks: int | None = None
+    cluster_ranks: int | None = None
+    full_cluster: bool = False
+    trial_settings: tuple[str, ...] = ()
+    memory_backed: bool = False
+    caveats: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SavedVerdict:
+    """The run's one verdict (``report.verdict.Verdict``)."""
+
+    status: Status
+    line: str
+    failed: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    not_run: tuple[str, ...] = ()
+    scale: SavedScale = field(default_factory=SavedScale)
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """One operation's latency summary (``engine.latency.LatencySummary``), in seconds."""
+
+    count: int = 0
+    p50_s: float | None = None
+    p99_s: float | None = None
+    max_s: float | None = None
+    mean_s: float | None = None
+
+    def marks_s(self) -> tuple[tuple[str, float | None], ...]:
+        """``(("p50", s), ("p99", s), ("max", s))``: what the tables and figures show."""
+        return (("p50", self.p50_s), ("p99", self.p99_s), ("max", self.max_s))
+
+
+@dataclass(frozen=True)
+class SlowestRank:
+    rank: int | None = None
+    global_rank: int | None = None
+    node: int | None = None
+    host: str | None = None
+    total_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank's record in a burst (``engine.records.RankRecord.to_json``); seconds from the
+    burst's common start, phases summed over the rank's files."""
+
+    rank: int
+    global_rank: int
+    bytes: int
+    start_s: float
+    end_s: float
+    total_s: float
+    node: int = 0
+    host: str = ""
+    open_s: float | None = None
+    write_s: float | None = None
+    read_s: float | None = None
+    fsync_s: float | None = None
+    close_s: float | None = None
+    coordinator: bool = False
+
+    def phase_s(self, phase: str) -> float | None:
+        """The time of ``phase`` (one of ``PHASES``), None where this rank had none."""
+        return typing.cast(float | None, getattr(self, phase))
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        """The rank's own bytes over its own time (None for a time of zero)."""
+        return self.bytes / self.total_s if self.total_s else None
+
+
+@dataclass(frozen=True)
+class BurstSection:
+    """A burst's summary and its per-rank records (``engine.records.BurstResult.to_json``)."""
+
+    total_bytes: int = 0
+    span_s: float = 0.0
+    aggregate_bytes_per_s: float | None = None
+    ranks: tuple[RankRow, ...] = ()
+    slowest_rank: SlowestRank = field(default_factory=SlowestRank)
+    start_skew_s: float | None = None
+    node_bytes_per_s: dict[str, float] = field(default_factory=dict)
+    """Keyed by the node's number as text (JSON object keys are strings)."""
+    transfer_latency_s: dict[str, LatencyStats] = field(default_factory=dict)
+    capped: bool | None = None
+    """The write section: whether the shards were capped (a trial writes less)."""
+
+
+@dataclass(frozen=True)
+class SeriesRun:
+    """One run's sampled progress on one node (``engine.sampler.Series.to_json``)."""
+
+    phase: str
+    nth: int
+    node: int
+    interval_s: float
+    t_s: tuple[float, ...] = ()
+    bytes_per_s: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class SeriesSection:
+    sample_interval_s: float | None = None
+    runs: tuple[SeriesRun, ...] = ()
+
+
+@dataclass(frozen=True)
+class MetadataSection:
+    """The metadata storm's answers (``checks.metadata.MetadataRun.section``)."""
+
+    files: int = 0
+    statistic: str = ""
+    create_rate_per_s: float | None = None
+    checkpoint_rate_per_s: float | None = None
+    stat_rate_per_s: float | None = None
+    unlink_rate_per_s: float | None = None
+    latency_s: dict[str, LatencyStats] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ContentionSection:
+    """Readers and writers under contention (``checks.contention.Contention.section``)."""
+
+    readers: int = 0
+    writers_alone_bytes_per_s: float | None = None
+    writers_contended_bytes_per_s: float | None = None
+    writer_slowdown: float | None = None
+    readers_alone_bytes_per_s: float | None = None
+    readers_contended_bytes_per_s: float | None = None
+    reader_slowdown: float | None = None
+    coverage: float | None = None
+    writers: BurstSection | None = None
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """The full cluster's sizing at one checkpoint interval (``ckptgate.sizing.sweep``)."""
+
+    interval_s: float
+    label: str = ""
+    """Which interval this is, where it is a marked one (the chosen one, Young's, Daly's)."""
+    lost_work_fraction: float | None = None
+    goodput_loss_fraction: float | None = None
+    stall_budget_s: float | None = None
+    sync_write_bytes_per_s: float | None = None
+    async_persist_min_bytes_per_s: float | None = None
+    async_persist_planned_bytes_per_s: float | None = None
+    create_rate_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SweepSection:
+    """The sizing over checkpoint intervals (``report.saved.sweep_section``), with the
+    profile mapping that produced it."""
+
+    rows: tuple[SweepRow, ...] = ()
+    profile: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SavedProfileAsRun:
+    """The cluster profile as the run used it (``ckptgate.sizing.as_run.ProfileAsRun``)."""
+
+    label: str
+    size_words: str
+    name: str = ""
+    modified: bool = False
+
+
+@dataclass(frozen=True)
+class SavedReport:
+    """A saved JSON gate report, as the outputs read it (``GateReport.json_data``)."""
+
+    schema_version: Literal[1]
+    verdict: SavedVerdict
+    items: tuple[Item, ...]
+    ckptgate_version: str | None = None
+    profile: str | None = None
+    profile_source: str | None = None
+    profile_as_run: SavedProfileAsRun | None = None
+    target: str | None = None
+    fs_type: str | None = None
+    memory_backed: bool | None = None
+    free_bytes: int | None = None
+    hostname: str | None = None
+    started_at: str | None = None
+    nodes: int | None = None
+    ranks: int | None = None
+    sizing: dict[str, Any] = field(default_factory=dict)
+    """The sizing's numbers by name, and ``requirements`` (each with its ``unit``)."""
+    write: BurstSection | None = None
+    read: BurstSection | None = None
+    reshard: BurstSection | None = None
+    contention: ContentionSection | None = None
+    metadata: MetadataSection | None = None
+    bandwidth_series: SeriesSection | None = None
+    sweep: SweepSection | None = None
+    data: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The whole file as read: every key, those the schema names and those it does not."""
+
+
+T = TypeVar("T")
+
+
+def load_saved(data: Any, source: str) -> SavedReport:
+    """``data`` (a parsed JSON file, named ``source`` in errors) as a ``SavedReport``."""
+    if not isinstance(data, dict):
+        raise ReportSchemaError(
+            f"{source}: not a ckptgate JSON report: found a JSON {_json_kind(data)}, "
+            f"expected an object with '{SCHEMA_KEY}': {SCHEMA_VERSION}"
+        )
+    if SCHEMA_KEY not in data:
+        what = (
+            "an old ckptgate report (written before the schema had a version)"
+            if "items" in data and "verdict" in data
+            else "not a ckptgate JSON report"
+        )
+        raise ReportSchemaError(
+            f"{source}: {what}: key '{SCHEMA_KEY}' is missing, expected {SCHEMA_VERSION}; "
+            "render it with the ckptgate version that wrote it"
+        )
+    found = data[SCHEMA_KEY]
+    if found != SCHEMA_VERSION or isinstance(found, bool):
+        raise ReportSchemaError(
+            f"{source}: key '{SCHEMA_KEY}': found {found!r}, expected {SCHEMA_VERSION} "
+            "(this ckptgate reads that schema only); render it with the ckptgate that wrote it"
+        )
+    report = _build(SavedReport, data, "", source)
+    return dataclasses.replace(report, data=data)
+
+
+def sweep_row(raw: Any, source: str) -> SweepRow:
+    """One row of ``ckptgate.sizing.sweep`` (a mapping) as a ``SweepRow``."""
+    return _build(SweepRow, raw, "sweep.rows", source)
+
+
+def _json_kind(value: Any) -> str:
+    names = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _build(cls: type[T], raw: Any, path: str, source: str) -> T:
+    """``raw`` (a JSON object) as the dataclass ``cls``: each field the schema names is
+    checked against its type; keys it does not name are left to ``SavedReport.data``."""
+    if not isinstance(raw, dict):
+        raise _wrong(source, path, raw, "an object")
+    values = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name == "data" and cls is SavedReport:
+            continue
+        key = f"{path}.{f.name}" if path else f.name
+        if f.name not in raw:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ReportSchemaError(f"{source}: key '{key}' is missing; expected it")
+            continue
+        values[f.name] = _value(_hints(typing.cast(type, cls))[f.name], raw[f.name], key, source)
+    return cls(**values)
+
+
+def _value(hint: Any, raw: Any, path: str, source: str) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is types.UnionType or origin is typing.Union:
+        if raw is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _value(inner, raw, path, source)
+    if origin is Literal:
+        if raw not in args or isinstance(raw, bool):
+            raise _wrong(source, path, raw, " or ".join(repr(a) for a in args))
+        return raw
+    if origin is tuple:
+        if not isinstance(raw, list):
+            raise _wrong(source, path, raw, "an array")
+        return tuple(_value(args[0], v, f"{path}[{n}]", source) for n, v in enumerate(raw))
+    if origin is dict:
+        if not isinstance(raw, dict):
+            raise _wrong(source, path, raw, "an object")
+        return {k: _value(args[1], v, f"{path}.{k}", source) for k, v in raw.items()}
+    if dataclasses.is_dataclass(hint):
+        return _build(typing.cast(type, hint), raw, path, source)
+    if hint is Any:
+        return raw
+    if hint is bool:
+        if not isinstance(raw, bool):
+            raise _wrong(source, path, raw, "true or false")
+        return raw
+    if hint is int:
+        if not isinstance(raw, int) or isinstance(raw, bool):
+            raise _wrong(source, path, raw, "an integer")
+        return raw
+    if hint is float:
+        if not isinstance(raw, int | float) or isinstance(raw, bool):
+            raise _wrong(source, path, raw, "a number")
+        return float(raw)
+    if hint is str:
+        if not isinstance(raw, str):
+            raise _wrong(source, path, raw, "a string")
+        return raw
+    raise TypeError(f"report schema: no reader for {hint!r} at {path}")  # the schema's own bug
+
+
+def _wrong(source: str, path: str, raw: Any, expected: str) -> ReportSchemaError:
+    shown = repr(raw) if len(repr(raw)) <= 60 else f"a JSON {_json_kind(raw)}"
+    return ReportSchemaError(f"{source}: key '{path}': found {shown}, expected {expected}")
