@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -13,6 +12,7 @@ from ckptgate.report import html
 from ckptgate.report.gate import GateReport
 from ckptgate.report.items import Item
 from ckptgate.report.outputs import write_outputs
+from ckptgate.report.schema import SavedReport
 
 
 def _report() -> GateReport:
@@ -29,7 +29,7 @@ def test_a_warning_while_rendering_is_a_line_under_filterwarnings_error(
     library's warning was an exception there, the HTML 0 bytes and no verdict printed."""
     original = html.render_report
 
-    def warns(data: dict[str, Any], source: str = "") -> str:
+    def warns(data: SavedReport, source: str = "") -> str:
         warnings.warn("Attempting to set identical low and high ylims", UserWarning, stacklevel=1)
         return original(data, source)
 
@@ -49,7 +49,7 @@ def test_a_warning_while_rendering_is_a_line_under_filterwarnings_error(
 def test_a_writer_that_fails_is_one_line_and_the_other_files_are_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def fails(data: dict[str, Any], source: str = "") -> str:
+    def fails(data: SavedReport, source: str = "") -> str:
         raise ValueError("no figure today")
 
     monkeypatch.setattr(html, "render_report", fails)

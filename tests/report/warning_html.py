@@ -5,7 +5,6 @@ warns first, as matplotlib does on some data, so that the run's end meets a warn
 from __future__ import annotations
 
 import warnings
-from typing import Any
 
 import pytest
 
@@ -14,11 +13,12 @@ WORDS = "a plotting library's warning while rendering (injected by tests.report.
 
 def pytest_configure(config: pytest.Config) -> None:
     from ckptgate.report import html
+    from ckptgate.report.schema import SavedReport
 
     original = html.render_report
 
-    def warning_render(data: dict[str, Any], source: str = "") -> str:
+    def warning_render(report: SavedReport, source: str = "") -> str:
         warnings.warn(WORDS, UserWarning, stacklevel=2)
-        return original(data, source)
+        return original(report, source)
 
     html.render_report = warning_render
