@@ -194,12 +194,13 @@ class CephBed:
         return f"http://{RGW_ADDRESS}:{RGW_PORT}"
 
     def s3_options(self) -> dict[str, object]:
-        """s3fs options for the bed's S3 user, as ``S3FileSystem(**...)`` takes them."""
+        """s3fs options for the bed's S3 user, as ``S3FileSystem(**...)`` takes them. No
+        region: RGW's zone group is ``default``, and s3fs would send a region as the bucket's
+        location constraint (signing takes ``AWS_DEFAULT_REGION``)."""
         return {
             "key": S3_KEY,
             "secret": S3_SECRET,
             "endpoint_url": self.s3_url,
-            "client_kwargs": {"region_name": "us-east-1"},
         }
 
     def s3_option_args(self) -> list[str]:
@@ -208,7 +209,6 @@ class CephBed:
             f"--storage-option=key={S3_KEY}",
             f"--storage-option=secret={S3_SECRET}",
             f"--storage-option=endpoint_url={self.s3_url}",
-            '--storage-option=client_kwargs={"region_name": "us-east-1"}',
         ]
 
     # The cluster
