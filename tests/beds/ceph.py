@@ -57,7 +57,6 @@ import secrets
 import signal
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -104,7 +103,7 @@ def osd_host(index: int) -> str:
     return f"osd{index}"
 
 
-def _conf(state: Path, osds: int) -> str:
+def _conf(state: Path, osd_bytes: int) -> str:
     """ceph.conf: every path inside the bed's state directory, auth off, crc messengers, small
     memory, fast failure detection (an OSD killed is marked down in seconds)."""
     s = state
@@ -138,6 +137,7 @@ def _conf(state: Path, osds: int) -> str:
         f"exec_dir = {s}/run",
         "crash_dir = /nonexistent",
         "osd_objectstore = memstore",
+        f"memstore_device_bytes = {osd_bytes}",
         "osd_crush_chooseleaf_type = 0",
         "osd_pool_default_size = 2",
         "osd_pool_default_min_size = 1",
@@ -163,7 +163,6 @@ def _conf(state: Path, osds: int) -> str:
         "rgw_gc_obj_min_wait = 0",
         "",
     ]
-    _ = osds
     return "\n".join(lines)
 
 
@@ -263,7 +262,26 @@ class CephBed:
             total = status["pg_summary"]["num_pgs"]
             return sum(s["num"] for s in states if s["name"] == "active+clean") == total
 
-        _wait(clean, timeout_s, "every PG active+clean")
+        try:
+            _wait(clean, timeout_s, "every PG active+clean")
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}: {self.ceph('pg', 'stat').strip()}") from None
+
+    def recreate_lost_pgs(self, pool: str) -> list[str]:
+        """Recreate ``pool``'s PGs that no live OSD holds (stale: their only OSD came back
+        empty), empty, as an operator accepting the loss does (``ceph osd force-create-pg``);
+        the PGs recreated."""
+        listed = self.ceph_json("pg", "ls-by-pool", pool, "stale")
+        assert isinstance(listed, dict)
+        lost = [pg["pgid"] for pg in listed.get("pg_stats", [])]
+        for pgid in lost:
+            self.ceph("osd", "force-create-pg", pgid, "--yes-i-really-mean-it")
+        return lost
+
+    def objects(self, pool: str) -> set[str]:
+        """The names of the RADOS objects in ``pool`` (CephFS data: ``<inode hex>.<index>``)."""
+        listing = ["rados", "-c", str(self.conf), "-p", pool, "ls"]
+        return set(_sh(self.hosts.command(MON, listing), timeout_s=60).split())
 
     def stop_mds(self) -> None:
         """SIGSTOP the only MDS: metadata calls hang until :meth:`cont_mds`."""
@@ -294,8 +312,12 @@ class CephBed:
     def layout_dir(self, client: str, path: str, pool: str) -> None:
         """Make directory ``path`` on ``client`` and put the files made under it in ``pool``."""
         self.hosts.run(client, ["mkdir", "-p", path], timeout_s=60).check_returncode()
-        setxattr = "import os, sys; os.setxattr(sys.argv[1], 'ceph.dir.layout.pool', sys.argv[2].encode())"
-        self.hosts.run(client, ["python3", "-c", setxattr, path, pool], timeout_s=60).check_returncode()
+        setxattr = (
+            "import os, sys; os.setxattr(sys.argv[1], 'ceph.dir.layout.pool', sys.argv[2].encode())"
+        )
+        self.hosts.run(
+            client, ["python3", "-c", setxattr, path, pool], timeout_s=60
+        ).check_returncode()
 
     def fuse_connection(self, client: str) -> int:
         """The FUSE connection number of ``client``'s mount (its device minor), read from
@@ -306,6 +328,28 @@ class CephBed:
             if fields[4] == self.mount_point and "fuse" in line.split(" - ")[1]:
                 return int(fields[2].split(":")[1])
         raise RuntimeError(f"ceph bed: no FUSE mount at {self.mount_point} on {client}")
+
+    def client_path(self, client: str, path: str = "") -> Path:
+        """``path`` under the mount point as ``client`` sees it, from this namespace (through
+        its ceph-fuse's ``/proc/PID/root``): for polling a healthy mount, never a hung one."""
+        pid = self.daemons[f"fuse.{client}"].pid
+        return Path(f"/proc/{pid}/root{self.mount_point}", path.lstrip("/"))
+
+    def remount(self, client: str) -> None:
+        """Mount CephFS afresh on ``client``: kill its ceph-fuse (which ends its FUSE
+        connection), unmount, evict its session at the MDS (so that the caps a dead client held
+        stop blocking the new one), mount again."""
+        name = f"fuse.{client}"
+        self._kill(name)
+        host = self.hosts.hosts[client]
+        if self.hosts.run(client, ["mountpoint", "-q", self.mount_point]).returncode == 0:
+            _sh([*host.nsenter(), "umount", "-l", self.mount_point])
+        sessions = self.ceph_json("tell", "mds.a", "session", "ls")
+        assert isinstance(sessions, list)
+        for session in sessions:
+            if session.get("client_metadata", {}).get("entity_id") == name:
+                self.ceph("tell", "mds.a", "client", "evict", f"id={session['id']}")
+        _client_mount(self, host)
 
     def abort_mount(self, client: str) -> int:
         """Abort ``client``'s FUSE connection (``/sys/fs/fuse/connections/N/abort``): calls
@@ -354,6 +398,11 @@ def _client(bed: CephBed, host: Host) -> None:
     # directory, should ceph-fuse go away.
     underlay = ["mount", "-t", "tmpfs", "-o", "ro,size=4k,mode=0555", "ckptbed-none"]
     _sh([*host.nsenter(), *underlay, bed.mount_point])
+    _client_mount(bed, host)
+
+
+def _client_mount(bed: CephBed, host: Host) -> None:
+    """Start ``host``'s ceph-fuse and wait until CephFS is mounted."""
     fuse = ["ceph-fuse", "--id", f"fuse.{host.name}", bed.mount_point]
     bed._daemon(host.name, fuse, f"fuse.{host.name}")
 
@@ -459,10 +508,7 @@ def ceph_bed(
         _sh(["mount", "--bind", str(state), str(state)])
         _sh(["mount", "--make-private", str(state)])
         (state / "ompi").mkdir()
-        bed.conf.write_text(_conf(state, osds))
-        (state / "ceph.conf.memstore").write_text(str(osd_bytes))
-        with bed.conf.open("a") as conf:
-            conf.write(f"memstore_device_bytes = {osd_bytes}\n")
+        bed.conf.write_text(_conf(state, osd_bytes))
         servers = {**ADDRESSES, RGW: RGW_ADDRESS}
         servers.update({osd_host(i): f"198.18.0.{30 + i}" for i in range(osds)})
         for name, address in servers.items():
@@ -500,6 +546,3 @@ def ceph_bed(
 def wait_for(predicate: object, timeout_s: float, what: str) -> None:
     """The host bed's bounded poll, for the tests on this bed."""
     _wait(predicate, timeout_s, what)
-
-
-_ = time

@@ -18,7 +18,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -46,10 +47,13 @@ def ceph() -> Iterator[CephBed]:
 
 
 def suite(target: str, *args: str) -> list[str]:
+    """The checklist as a user runs it; ``args`` may end with the modules to run."""
+    modules = [a for a in args if a.startswith("ckptgate.acceptance")] or ["ckptgate.acceptance"]
+    options = [a for a in args if not a.startswith("ckptgate.acceptance")]
     return [
-        sys.executable, "-m", "pytest", "--pyargs", "ckptgate.acceptance",
+        sys.executable, "-m", "pytest", "--pyargs", *modules,
         "-p", "no:cacheprovider", "-p", "no:randomly", "--color=no",
-        "--profile=tmpfs", f"--target={target}", *args,
+        "--profile=tmpfs", f"--target={target}", *options,
     ]  # fmt: skip
 
 
@@ -82,15 +86,194 @@ def test_the_checklist_is_green_on_cephfs(ceph: CephBed, tmp_path: Path) -> None
 def test_the_checklist_is_green_on_rgw(ceph: CephBed, tmp_path: Path) -> None:
     bucket = "ckpt"
     make = (
-        "import json, sys, s3fs\n"
-        "s3fs.S3FileSystem(**json.loads(sys.argv[1])).mkdir(sys.argv[2])\n"
+        "import json, sys, s3fs\ns3fs.S3FileSystem(**json.loads(sys.argv[1])).mkdir(sys.argv[2])\n"
     )
-    code, out = run_on(ceph, [sys.executable, "-c", make, json.dumps(ceph.s3_options()), bucket], 120)
+    code, out = run_on(
+        ceph, [sys.executable, "-c", make, json.dumps(ceph.s3_options()), bucket], 120
+    )
     assert code == 0, out
     report = tmp_path / "rgw.json"
     argv = suite(f"s3://{bucket}/qualify", *ceph.s3_option_args(), f"--report-json={report}")
-    code, out = run_on(ceph, [*argv, "-m", "not dcp"])
+    # The storm at 256 files (a checkpoint here has 5): RGW creates about 35 objects/s on
+    # this bed, and 2,048 creates, their verify and delete take minutes.
+    code, out = run_on(ceph, [*argv, "-m", "not dcp", "--set", "run.metadata_files=256"])
     assert code == 0, out[-5000:]
     assert verdict_line(out).startswith("VERDICT qualified: every item passed"), out[-5000:]
     data = json.loads(report.read_text())
     assert (data["object_store"], data["fs_type"]) == ("S3", "s3")
+
+
+# Faults on the real system. Windows small enough that a stall is named within seconds.
+FAULT_RUN = ["--set", "run.rounds=50", "--set", "run.stall_timeout_s=10"]
+WRITE_BURST = "ckptgate.acceptance.test_write_burst"
+
+
+def start_on(bed: CephBed, argv: list[str]) -> subprocess.Popen[str]:
+    env = {**os.environ, **S3_ENV}
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        env.pop(proxy, None)
+    return bed.hosts.popen(
+        CLIENT, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=env
+    )
+
+
+def wait_for_step(job: subprocess.Popen[str], found: Callable[[], bool], what: str) -> None:
+    """Return once ``found()``; fail with the job's output if it ends first (bounded)."""
+    deadline = time.monotonic() + SAFETY_S
+    while not found():
+        if job.poll() is not None or time.monotonic() > deadline:
+            job.kill()
+            pytest.fail(f"the run never reached {what}:\n{job.communicate(timeout=30)[0][-4000:]}")
+        time.sleep(0.2)
+
+
+def ends(job: subprocess.Popen[str]) -> tuple[int, str]:
+    """The job's exit status and output; it must end by itself within ``SAFETY_S``."""
+    try:
+        output = job.communicate(timeout=SAFETY_S)[0]
+    except subprocess.TimeoutExpired:
+        job.kill()
+        output = job.communicate(timeout=30)[0]
+        pytest.fail(f"the run did not end within {SAFETY_S:.0f} s:\n{output[-4000:]}")
+    return job.returncode, output
+
+
+def run_dirs(bed: CephBed, under: str = "") -> list[Path]:
+    return sorted(bed.client_path(CLIENT, under).glob("ckptgate-*"))
+
+
+def reached(bed: CephBed, step: str, under: str = "") -> Callable[[], bool]:
+    return lambda: bool(list(bed.client_path(CLIENT, under).glob(f"ckptgate-*/write/{step}")))
+
+
+def on_client(bed: CephBed, path: Path) -> str:
+    """``path`` (under :meth:`CephBed.client_path`) as the client names it."""
+    return str(Path(bed.mount_point) / path.relative_to(bed.client_path(CLIENT)))
+
+
+def test_an_osd_killed_mid_burst_on_replicated_storage_keeps_every_fsynced_byte(
+    ceph: CephBed,
+) -> None:
+    argv = suite(ceph.mount_point, "--keep", *FAULT_RUN, "--set", "run.rounds=6", WRITE_BURST)
+    job = start_on(ceph, argv)
+    wait_for_step(job, reached(ceph, "step-2"), "write/step-2")
+    ceph.kill_osd(1)
+    ceph.start_osd(1)
+    code, out = ends(job)
+    print(out[-3000:])
+    assert "Traceback" not in out
+    if code != 0:  # the storage stalled past the stall timeout: named, with the phase
+        assert "no progress for 10 s in" in out, out[-4000:]
+    # osd.1 came back empty (memstore): the replicated pools refill it from osd.0; the
+    # unreplicated pool's PGs there are gone (it held nothing yet) and are recreated empty.
+    ceph.recreate_lost_pgs("single")
+    ceph.wait_healthy()
+    (kept,) = run_dirs(ceph)
+    code, out = run_on(
+        ceph, [sys.executable, "-m", "ckptgate", "verify", on_client(ceph, kept)], timeout_s=600
+    )
+    assert code == 0, out[-4000:]
+    assert "Traceback" not in out
+    code, out = run_on(
+        ceph, [sys.executable, "-m", "ckptgate", "clean", "--include-kept", ceph.mount_point]
+    )
+    assert code == 0, out
+    assert run_dirs(ceph) == []
+
+
+def test_a_stopped_mds_is_named_at_the_stall_timeout(ceph: CephBed) -> None:
+    job = start_on(ceph, suite(ceph.mount_point, *FAULT_RUN, WRITE_BURST))
+    wait_for_step(job, reached(ceph, "step-2"), "write/step-2")
+    ceph.stop_mds()
+    try:
+        code, out = ends(job)  # the MDS is still stopped: the run ended by itself
+    finally:
+        ceph.cont_mds()
+    assert code != 0
+    assert "no progress for 10 s in" in out, out[-4000:]
+    assert "Traceback" not in out
+    code, out = run_on(ceph, [sys.executable, "-m", "ckptgate", "clean", ceph.mount_point])
+    assert run_dirs(ceph) == [], out
+
+
+def s3_call(bed: CephBed, script: str, *args: str) -> str:
+    """Run ``script`` on the client with ``fs`` an s3fs filesystem of the bed's user."""
+    prologue = "import json, sys, s3fs\nfs = s3fs.S3FileSystem(**json.loads(sys.argv[1]))\n"
+    argv = [sys.executable, "-c", prologue + script, json.dumps(bed.s3_options()), *args]
+    code, out = run_on(bed, argv, timeout_s=120)
+    assert code == 0, out
+    return out
+
+
+def test_radosgw_stopped_mid_upload_is_named_and_leaves_no_partial_upload(ceph: CephBed) -> None:
+    bucket = "faults"
+    s3_call(ceph, "fs.mkdir(sys.argv[2])", bucket)
+    argv = suite(f"s3://{bucket}/run", *ceph.s3_option_args(), *FAULT_RUN, WRITE_BURST)
+    job = start_on(ceph, argv)
+    step = "print(len(fs.glob(sys.argv[2] + '/run/ckptgate-*/write/step-2/*')))"
+    wait_for_step(
+        job, lambda: s3_call(ceph, step, bucket).strip() != "0", "an object in write/step-2"
+    )
+    ceph.stop_rgw()
+    try:
+        code, out = ends(job)
+    finally:
+        ceph.start_rgw()
+    print(out[-3000:])
+    assert code != 0
+    assert "Traceback" not in out
+    uploads = (
+        "print(len(fs.call_s3('list_multipart_uploads', Bucket=sys.argv[2]).get('Uploads', [])))"
+    )
+    assert s3_call(ceph, uploads, bucket).strip() == "0"
+    left = s3_call(ceph, "print(json.dumps(fs.find(sys.argv[2])))", bucket)
+    assert json.loads(left) == [], left
+
+
+def test_an_osd_lost_on_unreplicated_storage_is_bounded_and_verify_names_every_lost_file(
+    ceph: CephBed,
+) -> None:
+    single = f"{ceph.mount_point}/single"
+    ceph.layout_dir(CLIENT, single, "single")
+    job = start_on(ceph, suite(single, "--keep", *FAULT_RUN, WRITE_BURST))
+    wait_for_step(job, reached(ceph, "step-2", "single"), "write/step-2")
+    ceph.kill_osd(1)  # memstore: what osd.1 held is gone
+    code, out = ends(job)  # writers hang in the kernel on osd.1's PGs: the run still ends
+    print(out[-3000:])
+    assert code != 0
+    assert "no progress for 10 s in" in out, out[-4000:]
+    (kept,) = run_dirs(ceph, "single")
+    kept_path = on_client(ceph, kept)
+    ceph.abort_mount(CLIENT)  # the writers' calls end with ENOTCONN
+    ceph.start_osd(1)
+    ceph.recreate_lost_pgs("single")
+    ceph.wait_healthy()
+    ceph.remount(CLIENT)
+    surviving = ceph.objects("single")
+    code, out = run_on(ceph, [sys.executable, "-m", "ckptgate", "verify", kept_path], timeout_s=600)
+    print(out[-3000:])
+    assert code == 1, out[-4000:]
+    named = {
+        line.split()[2].rstrip(":")
+        for line in out.splitlines()
+        if line.startswith("ckptgate verify: /")
+    }
+    lost = lost_files(ceph, kept, surviving)
+    assert lost, "osd.1 held none of the run's objects: the fault tested nothing"
+    assert set(lost) <= named, (sorted(lost), out[-4000:])
+    run_on(ceph, [sys.executable, "-m", "ckptgate", "clean", "--include-kept", single])
+
+
+def lost_files(bed: CephBed, run_dir: Path, surviving: set[str]) -> list[str]:
+    """The files under ``run_dir`` some of whose data objects are gone: CephFS stores a file's
+    bytes in objects ``<inode hex>.<index, 8 hex digits>`` of its pool's 4 MiB objects."""
+    lost = []
+    for path in run_dir.rglob("*"):
+        if not path.is_file() or path.name.startswith(".ckptgate"):
+            continue
+        stat = path.stat()
+        count = -(-stat.st_size // (4 << 20))
+        names = {f"{stat.st_ino:x}.{index:08x}" for index in range(count)}
+        if not names <= surviving:
+            lost.append(on_client(bed, path))
+    return lost
