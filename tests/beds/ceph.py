@@ -92,8 +92,10 @@ RGW_PORT = 7480
 S3_KEY, S3_SECRET = "ckptbed", "ckptbed-secret"
 """Fixed test credentials of the bed's one S3 user (the server is reachable only in the bed)."""
 POOL_PGS = 8
-DATA_POOLS = {"replicated": 2, "single": 1}
-"""The file system's data pools and their replica counts (the first is the default)."""
+DATA_POOLS = {"replicated": 2, "single": 1, "first": 1}
+"""The file system's data pools and their replica counts (the first is the default); ``first``
+lies on osd.0 alone (CRUSH rule ``on-first``: device class ``first``), ``single`` on every OSD,
+so the two hold the same data on one server and on all of them."""
 START_S = 120.0
 """Each step of the start (the mon's quorum, every OSD up, the MDS active, the mount, RGW)
 must finish within this: generous, for a busy 2-core machine; a normal start takes 20-40 s."""
@@ -440,9 +442,13 @@ def _start_cluster(bed: CephBed) -> None:
         _sh(bed.hosts.command(osd_host(index), mkfs), timeout_s=START_S)
         bed.start_osd(index)
     _wait(lambda: len(bed.osds_up()) == bed.osds, START_S, "every OSD up")
+    bed.ceph("osd", "crush", "rm-device-class", "osd.0")
+    bed.ceph("osd", "crush", "set-device-class", "first", "osd.0")
+    bed.ceph("osd", "crush", "rule", "create-replicated", "on-first", "default", "osd", "first")
     bed.ceph("osd", "pool", "create", "metadata", str(POOL_PGS))
     for pool, size in DATA_POOLS.items():
-        bed.ceph("osd", "pool", "create", pool, str(POOL_PGS))
+        rule = ["replicated", "on-first"] if pool == "first" else []
+        bed.ceph("osd", "pool", "create", pool, str(POOL_PGS), str(POOL_PGS), *rule)
         bed.ceph("osd", "pool", "set", pool, "size", str(size), "--yes-i-really-mean-it")
     default = next(iter(DATA_POOLS))
     bed.ceph("fs", "new", "cephfs", "metadata", default)

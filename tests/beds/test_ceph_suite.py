@@ -80,7 +80,8 @@ def test_the_checklist_is_green_on_cephfs(ceph: CephBed, tmp_path: Path) -> None
     assert verdict_line(out).startswith("VERDICT qualified: every item passed"), out[-5000:]
     data = json.loads(report.read_text())
     assert data["fs_type"] == "fuse.ceph-fuse"
-    assert ceph.ceph("osd", "ls").split() == ["0", "1"]
+    assert data["fs_placement"] == {"ceph.dir.layout.pool": "replicated"}  # size 2
+    assert ceph.ceph("osd", "ls").split() == ["0", "1"]  # the servers behind that pool
 
 
 def test_the_checklist_is_green_on_rgw(ceph: CephBed, tmp_path: Path) -> None:
@@ -277,3 +278,37 @@ def lost_files(bed: CephBed, run_dir: Path, surviving: set[str]) -> list[str]:
         if not names <= surviving:
             lost.append(on_client(bed, path))
     return lost
+
+
+def persist_bytes_per_s(report: Path) -> float:
+    items = {item["id"]: item for item in json.loads(report.read_text())["items"]}
+    return float(items["async-persist"]["measured"])
+
+
+def test_the_same_burst_on_one_osd_and_on_two_shows_the_second_servers_bandwidth(
+    ceph: CephBed, tmp_path: Path
+) -> None:
+    """A scaling row: the write burst on pool ``first`` (osd.0 alone) and on ``single`` (both
+    OSDs, the same replica count), compared by ``ckptgate compare``. Both OSDs share this
+    machine's cores, so the ratio is reported, not gated: what is asserted is that each run
+    says which pool it measured."""
+    reports = []
+    for pool in ("first", "single"):
+        directory = f"{ceph.mount_point}/scaling-{pool}"
+        ceph.layout_dir(CLIENT, directory, pool)
+        report = tmp_path / f"{pool}.json"
+        argv = suite(directory, f"--report-json={report}", "--set", "run.rounds=2", WRITE_BURST)
+        code, out = run_on(ceph, argv)
+        assert code == 0, out[-4000:]
+        assert f"ceph.dir.layout.pool {pool}" in out  # the header names the pool
+        assert json.loads(report.read_text())["fs_placement"] == {"ceph.dir.layout.pool": pool}
+        reports.append(report)
+    code, out = run_on(ceph, [sys.executable, "-m", "ckptgate", "compare", *map(str, reports)])
+    assert code == 0, out
+    one, two = (persist_bytes_per_s(report) for report in reports)
+    print(out)
+    print(
+        f"async persist: 1 OSD {one / 1e6:.1f} MB/s, 2 OSDs {two / 1e6:.1f} MB/s: x{two / one:.2f}"
+    )
+    for directory in ("scaling-first", "scaling-single"):
+        run_on(ceph, ["rmdir", f"{ceph.mount_point}/{directory}"])
