@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.beds.ceph import CephBed, ceph_bed
+from tests.beds.ceph import CephBed, ceph_bed, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = "node0"
@@ -109,34 +109,45 @@ FAULT_RUN = ["--set", "run.rounds=50", "--set", "run.stall_timeout_s=10"]
 WRITE_BURST = "ckptgate.acceptance.test_write_burst"
 
 
-def start_on(bed: CephBed, argv: list[str]) -> subprocess.Popen[str]:
+def start_on(bed: CephBed, argv: list[str], log: Path) -> subprocess.Popen[str]:
+    """Start ``argv`` on the client, its output to ``log``: a file, not a pipe, because rank
+    processes hung in the kernel keep a pipe open after the suite's own process has ended."""
     env = {**os.environ, **S3_ENV}
     for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
         env.pop(proxy, None)
-    return bed.hosts.popen(
-        CLIENT, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=env
-    )
+    with log.open("w") as out:
+        return bed.hosts.popen(
+            CLIENT, argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env
+        )
 
 
 def wait_for_step(job: subprocess.Popen[str], found: Callable[[], bool], what: str) -> None:
-    """Return once ``found()``; fail with the job's output if it ends first (bounded)."""
+    """Return once ``found()``; fail if the job ends first (bounded)."""
     deadline = time.monotonic() + SAFETY_S
     while not found():
         if job.poll() is not None or time.monotonic() > deadline:
             job.kill()
-            pytest.fail(f"the run never reached {what}:\n{job.communicate(timeout=30)[0][-4000:]}")
+            pytest.fail(f"the run never reached {what} (exit status {job.wait(30)})")
         time.sleep(0.2)
 
 
-def ends(job: subprocess.Popen[str]) -> tuple[int, str]:
-    """The job's exit status and output; it must end by itself within ``SAFETY_S``."""
+def ends(job: subprocess.Popen[str], log: Path) -> tuple[int, str]:
+    """The suite's exit status and output: its own process must end by itself within
+    ``SAFETY_S`` (rank processes it abandoned in the kernel may outlive it)."""
     try:
-        output = job.communicate(timeout=SAFETY_S)[0]
+        code = job.wait(timeout=SAFETY_S)
     except subprocess.TimeoutExpired:
         job.kill()
-        output = job.communicate(timeout=30)[0]
-        pytest.fail(f"the run did not end within {SAFETY_S:.0f} s:\n{output[-4000:]}")
-    return job.returncode, output
+        job.wait(timeout=30)
+        pytest.fail(f"the run did not end within {SAFETY_S:.0f} s:\n{log.read_text()[-4000:]}")
+    return code, log.read_text()
+
+
+def abandoned_ranks_gone(bed: CephBed) -> None:
+    """Wait (bounded) until only ceph-fuse runs on the client: rank processes the suite
+    abandoned in the kernel end once their call returns (their parent is gone)."""
+    fuse = bed.daemons[f"fuse.{CLIENT}"].pid
+    wait_for(lambda: set(bed.hosts.pids(CLIENT)) <= {fuse}, SAFETY_S, "abandoned ranks exited")
 
 
 def run_dirs(bed: CephBed, under: str = "") -> list[Path]:
@@ -154,13 +165,15 @@ def on_client(bed: CephBed, path: Path) -> str:
 
 def test_an_osd_killed_mid_burst_on_replicated_storage_keeps_every_fsynced_byte(
     ceph: CephBed,
+    tmp_path: Path,
 ) -> None:
     argv = suite(ceph.mount_point, "--keep", *FAULT_RUN, "--set", "run.rounds=6", WRITE_BURST)
-    job = start_on(ceph, argv)
+    log = tmp_path / "run.log"
+    job = start_on(ceph, argv, log)
     wait_for_step(job, reached(ceph, "step-2"), "write/step-2")
     ceph.kill_osd(1)
     ceph.start_osd(1)
-    code, out = ends(job)
+    code, out = ends(job, log)
     print(out[-3000:])
     assert "Traceback" not in out
     if code != 0:  # the storage stalled past the stall timeout: named, with the phase
@@ -182,17 +195,19 @@ def test_an_osd_killed_mid_burst_on_replicated_storage_keeps_every_fsynced_byte(
     assert run_dirs(ceph) == []
 
 
-def test_a_stopped_mds_is_named_at_the_stall_timeout(ceph: CephBed) -> None:
-    job = start_on(ceph, suite(ceph.mount_point, *FAULT_RUN, WRITE_BURST))
+def test_a_stopped_mds_is_named_at_the_stall_timeout(ceph: CephBed, tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    job = start_on(ceph, suite(ceph.mount_point, *FAULT_RUN, WRITE_BURST), log)
     wait_for_step(job, reached(ceph, "step-2"), "write/step-2")
     ceph.stop_mds()
     try:
-        code, out = ends(job)  # the MDS is still stopped: the run ended by itself
+        code, out = ends(job, log)  # the MDS is still stopped: the run ended by itself
     finally:
         ceph.cont_mds()
     assert code != 0
     assert "no progress for 10 s in" in out, out[-4000:]
     assert "Traceback" not in out
+    abandoned_ranks_gone(ceph)  # they finish their calls now, see their parent gone, and exit
     code, out = run_on(ceph, [sys.executable, "-m", "ckptgate", "clean", ceph.mount_point])
     assert run_dirs(ceph) == [], out
 
@@ -206,18 +221,21 @@ def s3_call(bed: CephBed, script: str, *args: str) -> str:
     return out
 
 
-def test_radosgw_stopped_mid_upload_is_named_and_leaves_no_partial_upload(ceph: CephBed) -> None:
+def test_radosgw_stopped_mid_upload_is_named_and_leaves_no_partial_upload(
+    ceph: CephBed, tmp_path: Path
+) -> None:
     bucket = "faults"
     s3_call(ceph, "fs.mkdir(sys.argv[2])", bucket)
     argv = suite(f"s3://{bucket}/run", *ceph.s3_option_args(), *FAULT_RUN, WRITE_BURST)
-    job = start_on(ceph, argv)
+    log = tmp_path / "run.log"
+    job = start_on(ceph, argv, log)
     step = "print(len(fs.glob(sys.argv[2] + '/run/ckptgate-*/write/step-2/*')))"
     wait_for_step(
         job, lambda: s3_call(ceph, step, bucket).strip() != "0", "an object in write/step-2"
     )
     ceph.stop_rgw()
     try:
-        code, out = ends(job)
+        code, out = ends(job, log)
     finally:
         ceph.start_rgw()
     print(out[-3000:])
@@ -233,19 +251,22 @@ def test_radosgw_stopped_mid_upload_is_named_and_leaves_no_partial_upload(ceph: 
 
 def test_an_osd_lost_on_unreplicated_storage_is_bounded_and_verify_names_every_lost_file(
     ceph: CephBed,
+    tmp_path: Path,
 ) -> None:
     single = f"{ceph.mount_point}/single"
     ceph.layout_dir(CLIENT, single, "single")
-    job = start_on(ceph, suite(single, "--keep", *FAULT_RUN, WRITE_BURST))
+    log = tmp_path / "run.log"
+    job = start_on(ceph, suite(single, "--keep", *FAULT_RUN, WRITE_BURST), log)
     wait_for_step(job, reached(ceph, "step-2", "single"), "write/step-2")
     ceph.kill_osd(1)  # memstore: what osd.1 held is gone
-    code, out = ends(job)  # writers hang in the kernel on osd.1's PGs: the run still ends
+    code, out = ends(job, log)  # writers hang in the kernel on osd.1's PGs: the run still ends
     print(out[-3000:])
     assert code != 0
     assert "no progress for 10 s in" in out, out[-4000:]
     (kept,) = run_dirs(ceph, "single")
     kept_path = on_client(ceph, kept)
     ceph.abort_mount(CLIENT)  # the writers' calls end with ENOTCONN
+    abandoned_ranks_gone(ceph)
     ceph.start_osd(1)
     ceph.recreate_lost_pgs("single")
     ceph.wait_healthy()
