@@ -71,6 +71,7 @@ from tests.beds.hosts import (
     HostBed,
     _add_host,
     _agent,
+    _client_namespaces,
     _is_mount,
     _make_dir,
     _remove_made_dirs,
@@ -382,24 +383,7 @@ def _mount_fusectl() -> None:
 
 def _client(bed: CephBed, host: Host) -> None:
     """Make ``host``'s mount and UTS namespaces and mount CephFS there with ceph-fuse."""
-    assert host.mount_ns is not None and host.uts_ns is not None
-    host.mount_ns.touch()
-    host.uts_ns.touch()
-    _sh(
-        [
-            "unshare",
-            f"--mount={host.mount_ns}",
-            f"--uts={host.uts_ns}",
-            "--propagation",
-            "private",
-            "hostname",
-            host.name,
-        ]
-    )
-    # As on the host bed: under the mount an empty read-only tmpfs, never this machine's own
-    # directory, should ceph-fuse go away.
-    underlay = ["mount", "-t", "tmpfs", "-o", "ro,size=4k,mode=0555", "ckptbed-none"]
-    _sh([*host.nsenter(), *underlay, bed.mount_point])
+    _client_namespaces(bed.hosts, host)
     _client_mount(bed, host)
 
 
