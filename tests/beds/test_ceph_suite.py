@@ -102,6 +102,8 @@ def test_the_checklist_is_green_on_rgw(ceph: CephBed, tmp_path: Path) -> None:
     assert verdict_line(out).startswith("VERDICT qualified: every item passed"), out[-5000:]
     data = json.loads(report.read_text())
     assert (data["object_store"], data["fs_type"]) == ("S3", "s3")
+    assert json.loads(s3_call(ceph, "print(json.dumps(fs.find(sys.argv[2])))", bucket)) == []
+    ceph.rgw_collect_garbage()  # the room the deleted objects held, for the next test
 
 
 # Faults on the real system. Windows small enough that a stall is named within seconds.
@@ -247,6 +249,7 @@ def test_radosgw_stopped_mid_upload_is_named_and_leaves_no_partial_upload(
     assert s3_call(ceph, uploads, bucket).strip() == "0"
     left = s3_call(ceph, "print(json.dumps(fs.find(sys.argv[2])))", bucket)
     assert json.loads(left) == [], left
+    ceph.rgw_collect_garbage()
 
 
 def test_an_osd_lost_on_unreplicated_storage_is_bounded_and_verify_names_every_lost_file(
