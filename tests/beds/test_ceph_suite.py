@@ -106,8 +106,9 @@ def test_the_checklist_is_green_on_rgw(ceph: CephBed, tmp_path: Path) -> None:
     ceph.rgw_collect_garbage()  # the room the deleted objects held, for the next test
 
 
-# Faults on the real system. Windows small enough that a stall is named within seconds.
-FAULT_RUN = ["--set", "run.rounds=50", "--set", "run.stall_timeout_s=10"]
+# Faults on the real system. A stall is named at 30 s: well past what rank processes take to
+# start on a machine loaded ten times over its cores (10 s was not), well within SAFETY_S.
+FAULT_RUN = ["--set", "run.rounds=50", "--set", "run.stall_timeout_s=30"]
 WRITE_BURST = "ckptgate.acceptance.test_write_burst"
 
 
@@ -179,7 +180,7 @@ def test_an_osd_killed_mid_burst_on_replicated_storage_keeps_every_fsynced_byte(
     print(out[-3000:])
     assert "Traceback" not in out
     if code != 0:  # the storage stalled past the stall timeout: named, with the phase
-        assert "no progress for 10 s in" in out, out[-4000:]
+        assert "no progress for 30 s in" in out, out[-4000:]
     # osd.1 came back empty (memstore): the replicated pools refill it from osd.0; the
     # unreplicated pool's PGs there are gone (it held nothing yet) and are recreated empty.
     ceph.recreate_lost_pgs("single")
@@ -207,7 +208,7 @@ def test_a_stopped_mds_is_named_at_the_stall_timeout(ceph: CephBed, tmp_path: Pa
     finally:
         ceph.cont_mds()
     assert code != 0
-    assert "no progress for 10 s in" in out, out[-4000:]
+    assert "no progress for 30 s in" in out, out[-4000:]
     assert "Traceback" not in out
     abandoned_ranks_gone(ceph)  # they finish their calls now, see their parent gone, and exit
     code, out = run_on(ceph, [sys.executable, "-m", "ckptgate", "clean", ceph.mount_point])
@@ -265,7 +266,7 @@ def test_an_osd_lost_on_unreplicated_storage_is_bounded_and_verify_names_every_l
     code, out = ends(job, log)  # writers hang in the kernel on osd.1's PGs: the run still ends
     print(out[-3000:])
     assert code != 0
-    assert "no progress for 10 s in" in out, out[-4000:]
+    assert "no progress for 30 s in" in out, out[-4000:]
     (kept,) = run_dirs(ceph, "single")
     kept_path = on_client(ceph, kept)
     ceph.abort_mount(CLIENT)  # the writers' calls end with ENOTCONN
