@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ckptgate.storage.placement import fs_placement
 from ckptgate.storage.fsfacts import local_fs_facts
+from ckptgate.storage.placement import fs_placement
 
 POOL = "ceph.dir.layout.pool"
 
