@@ -158,6 +158,12 @@ def _conf(state: Path, osd_bytes: int) -> str:
         "mds_cache_memory_limit = 134217728",
         "client_oc = false",
         "client_mount_timeout = 30",
+        # Recovery at full speed: the OSDs count as hdd, whose default sleeps 0.1 s between
+        # recovery ops (a refilled memstore OSD then took minutes).
+        "osd_recovery_sleep = 0",
+        "osd_recovery_sleep_hdd = 0",
+        "osd_recovery_max_active = 8",
+        "osd_max_backfills = 8",
         "osd_op_num_shards = 1",
         "osd_op_num_threads_per_shard = 2",
         "rgw_frontends = beast endpoint=" + f"{RGW_ADDRESS}:{RGW_PORT}",
@@ -257,7 +263,7 @@ class CephBed:
         assert isinstance(dump, dict)
         return {osd["osd"] for osd in dump["osds"] if osd["up"]}
 
-    def wait_healthy(self, timeout_s: float = START_S) -> None:
+    def wait_healthy(self, timeout_s: float = 3 * START_S) -> None:
         """Every OSD up and every PG active+clean (recovery done), bounded."""
 
         def clean() -> bool:
