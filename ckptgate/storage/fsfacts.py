@@ -1,17 +1,19 @@
 """Facts about filesystems: which protocols are this node's kernel, what is under a path, and
 whether the target can take the run (there, writable, room).
 
-Nothing here does I/O on a target beyond reading ``/proc/mounts``, ``stat``, ``access`` and one
-``statvfs``; the backends (``posix``, ``fsspec_backend``) and the target (``target``) ask these
-questions, so this module imports no other part of ``ckptgate.storage`` but its error.
+Nothing here does I/O on a target beyond reading ``/proc/mounts``, ``stat``, ``access``, one
+``statvfs`` and the placement attributes (``placement``); the backends (``posix``,
+``fsspec_backend``) and the target (``target``) ask these questions, so this module imports no
+other part of ``ckptgate.storage`` but its error and ``placement``.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ckptgate.storage.errors import TargetError
+from ckptgate.storage.placement import fs_placement
 
 __all__ = [
     "LOCAL_PROTOCOLS",
@@ -46,6 +48,9 @@ class FsFacts:
     total_bytes: int | None
     read_only: bool = False
     """Mounted read-only (statvfs ST_RDONLY): no room figure means anything then."""
+    placement: dict[str, str] = field(default_factory=dict)
+    """Where the filesystem puts the target's data, in its own words
+    (``ckptgate.storage.placement``: CephFS's ``ceph.dir.layout.pool``)."""
 
     @property
     def memory_backed(self) -> bool:
@@ -75,6 +80,7 @@ def local_fs_facts(path: str) -> FsFacts:
         free_bytes=stats.f_bavail * stats.f_frsize,
         total_bytes=stats.f_blocks * stats.f_frsize,
         read_only=bool(stats.f_flag & os.ST_RDONLY),
+        placement=fs_placement(real, mount_point),
     )
 
 

@@ -34,6 +34,21 @@ REAP_S = 2.0
 """How long the killed helper may take to exit before it is abandoned."""
 
 
+def kill_or_abandon(process: multiprocessing.process.BaseProcess) -> bool:
+    """SIGKILL ``process`` and reap it within ``REAP_S``; True if it is gone. One stuck in the
+    kernel is abandoned: dropped from multiprocessing's children, so that nobody (not even the
+    interpreter's exit, which joins them) ever waits for it; False then."""
+    with contextlib.suppress(OSError, AttributeError):
+        process.kill()
+    process.join(REAP_S)
+    if not process.is_alive():
+        return True
+    children = getattr(multiprocessing.process, "_children", None)
+    if isinstance(children, set):
+        children.discard(process)
+    return False
+
+
 class TargetHung(OSError):
     """A call on the target did not return: the target (or that file) is hung."""
 
@@ -159,14 +174,8 @@ class Janitor:
                 conn.close()
         if process is None:
             return
-        with contextlib.suppress(OSError, AttributeError):
-            process.kill()
-        process.join(REAP_S)
-        if process.is_alive():  # stuck in the kernel: never joined again, by anyone
+        if not kill_or_abandon(process):
             self.abandoned.append(process.pid or -1)
-            children = getattr(multiprocessing.process, "_children", None)
-            if isinstance(children, set):
-                children.discard(process)
 
     def close(self) -> None:
         """Stop the helper (bounded)."""

@@ -1,6 +1,6 @@
 """The run's lease: a small file in its run directory that a live run keeps fresh.
 
-A thread of the session rewrites ``<run dir>/.ckptgate-lease.node<N>.json`` every
+A helper process of the session rewrites ``<run dir>/.ckptgate-lease.node<N>.json`` every
 ``LEASE_PERIOD_S`` (write a temporary file, then rename it over the lease, so a reader sees a
 whole lease or the previous one) with the host, the pid and the time. Another run that finds a
 lease younger than ``LEASE_FRESH_S`` treats its run as live; ``ckptgate clean --force-stale``
@@ -13,18 +13,28 @@ writes; ten minutes before ``--force-stale`` may remove another host's files tol
 whose lease writes a hung target holds up, which ``clean`` must not mistake for a dead one.
 Times are the writer's wall clock (``time.time``), compared with the reader's: hosts whose
 clocks differ by more than the bounds' margin misjudge, which is why the bounds are generous.
+
+A process, not a thread: a lease write on a hung target (a FUSE server that never answers, a
+CephFS whose MDS stopped) sleeps in the kernel, and a thread stuck there keeps the session's
+process from exiting after it printed its verdict; a stuck helper process is killed, or
+abandoned where it cannot be (``ckptgate.storage.janitor.kill_or_abandon``), and dies with its
+parent.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing as mp
+import multiprocessing.process
+import multiprocessing.synchronize
 import os
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from ckptgate.engine.lifeline import die_with_parent, started_from_main_thread
+from ckptgate.storage.janitor import kill_or_abandon
 from ckptgate.storage.manifest import ProcessId, lease_name
 
 LEASE_PERIOD_S = 5.0
@@ -51,10 +61,34 @@ def read_lease(path: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-class LeaseKeeper:
-    """Rewrites one node's lease every ``period_s`` from a daemon thread until ``stop``.
+def _write_lease(path: str, tmp_path: str, record: dict[str, Any]) -> None:
+    """One lease write: temporary file, then rename over the lease."""
+    with open(tmp_path, "w", encoding="utf-8") as handle:
+        json.dump(record, handle)
+    os.replace(tmp_path, path)
 
-    ``clock`` gives the time written (seconds since the epoch); tests pass their own.
+
+def _keep_main(
+    path: str,
+    tmp_path: str,
+    record: dict[str, Any],
+    period_s: float,
+    stop: multiprocessing.synchronize.Event,
+    parent_pid: int,
+    pdeathsig: bool,
+) -> None:
+    """The helper process: rewrite the lease every ``period_s`` until ``stop``."""
+    die_with_parent(parent_pid, pdeathsig=pdeathsig)
+    while not stop.wait(period_s):
+        with contextlib.suppress(OSError):  # a full or hung target: the lease goes stale
+            _write_lease(path, tmp_path, {**record, "time": time.time()})
+
+
+class LeaseKeeper:
+    """Rewrites one node's lease every ``period_s`` from a helper process until ``stop``.
+
+    ``clock`` gives the time :meth:`write` writes (seconds since the epoch); tests pass their
+    own. The helper writes ``time.time()``.
     """
 
     def __init__(
@@ -72,48 +106,56 @@ class LeaseKeeper:
         self.period_s = period_s
         self.clock = clock
         self.process = ProcessId.current()
-        self.error: str | None = None
-        """The last write's failure (a full or hung target); the lease goes stale then."""
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.abandoned: list[int] = []
+        """Helpers stuck in the kernel on a hung target, killed and left (pids)."""
+        self._stop: multiprocessing.synchronize.Event | None = None
+        self._helper: multiprocessing.process.BaseProcess | None = None
 
-    def write(self, ended: bool = False) -> None:
-        """One lease write: temporary file, then rename over the lease."""
-        record = {
+    def _record(self, ended: bool) -> dict[str, Any]:
+        return {
             **self.process.to_json(),
             "run_id": self.run_id,
             "time": self.clock(),
             "period_s": self.period_s,
             "ended": ended,
         }
-        with open(self.tmp_path, "w", encoding="utf-8") as handle:
-            json.dump(record, handle)
-        os.replace(self.tmp_path, self.path)
+
+    def write(self, ended: bool = False) -> None:
+        """One lease write, from this process: temporary file, then rename over the lease."""
+        _write_lease(self.path, self.tmp_path, self._record(ended))
 
     def start(self) -> None:
-        """Write the lease now, then keep it fresh from a daemon thread."""
+        """Write the lease now, then keep it fresh from a helper process."""
         self.write()
-        self._thread = threading.Thread(target=self._run, name="ckptgate-lease", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            try:
-                self.write()
-                self.error = None
-            except OSError as error:
-                self.error = f"{self.path}: {error.strerror}"
+        context = mp.get_context("spawn")
+        self._stop = context.Event()
+        self._helper = context.Process(
+            target=_keep_main,
+            args=(
+                self.path, self.tmp_path, self._record(False), self.period_s, self._stop,
+                os.getpid(), started_from_main_thread(),
+            ),
+            name="ckptgate-lease",
+            daemon=True,
+        )  # fmt: skip
+        self._helper.start()
 
     def stop(self, ended: bool = False) -> None:
-        """Stop the thread; ``ended``: write a last lease saying the run ended normally.
+        """Stop the helper; ``ended``: write a last lease saying the run ended normally.
 
-        Waits at most one period for the thread: a write stuck on a hung target must not
-        hold up the run's end (the thread is a daemon).
+        Waits at most one period for the helper, then kills it (abandoned if stuck in the
+        kernel): a write stuck on a hung target must not hold up the run's end. The last
+        write is made only when the helper ended by itself (the target answers).
         """
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self.period_s)
-            self._thread = None
-        if ended:
+        answered = True
+        if self._stop is not None and self._helper is not None:
+            self._stop.set()
+            self._helper.join(self.period_s)
+            if self._helper.is_alive():
+                answered = False
+                if not kill_or_abandon(self._helper):
+                    self.abandoned.append(self._helper.pid or -1)
+            self._helper = self._stop = None
+        if ended and answered:
             with contextlib.suppress(OSError):  # the manifest's end line says it as well
                 self.write(ended=True)

@@ -436,8 +436,9 @@ def _add_host(bed: HostBed, host: Host) -> None:
     _sh(["ip", "-n", host.netns, "link", "set", "eth0", "up"])
 
 
-def _add_client(bed: HostBed, host: Host, shared: bool) -> None:
-    """Make ``host``'s mount and UTS namespaces and mount /ckpt in them."""
+def _client_namespaces(bed: HostBed, host: Host) -> None:
+    """Make ``host``'s mount and UTS namespaces (hostname ``host.name``), with an empty
+    read-only tmpfs at the mount point for the client's mount to go over."""
     assert host.mount_ns is not None and host.uts_ns is not None
     host.mount_ns.touch()
     host.uts_ns.touch()
@@ -452,10 +453,15 @@ def _add_client(bed: HostBed, host: Host, shared: bool) -> None:
             host.name,
         ]
     )
-    # An empty read-only tmpfs under the mount: when sshfs exits (its link lost), /ckpt is that
-    # (EROFS, ENOENT) rather than this machine's own directory.
+    # An empty read-only tmpfs under the mount: when the client (sshfs, ceph-fuse) exits,
+    # /ckpt is that (EROFS, ENOENT) rather than this machine's own directory.
     underlay = ["mount", "-t", "tmpfs", "-o", "ro,size=4k,mode=0555", "ckptbed-none"]
     _sh([*host.nsenter(), *underlay, bed.mount_point])
+
+
+def _add_client(bed: HostBed, host: Host, shared: bool) -> None:
+    """Make ``host``'s mount and UTS namespaces and mount /ckpt in them."""
+    _client_namespaces(bed, host)
     if shared:
         options = [*_SSHFS_OPTIONS]
         options += [

@@ -1,0 +1,49 @@
+"""Where a parallel filesystem puts the target's data, as the filesystem itself says.
+
+The report's ``fs_type`` names the client (``fuse.ceph-fuse``, ``ceph``); it does not say which
+of the cluster's pools the run's files land in, and on CephFS that is a property of the
+directory (its layout), set by whoever owns it: a run on an unreplicated pool is faster than
+one on a replicated or erasure-coded pool and loses data when one server dies, so the report
+must say which one was qualified.
+
+CephFS exposes a directory's layout as virtual extended attributes (Ceph docs, "File
+layouts"): ``ceph.dir.layout.pool`` on a directory with a layout of its own; a directory
+without one inherits its nearest ancestor's, so the lookup walks up to the mount point. Only
+reads of extended attributes are made, and any error reads as "not there": a filesystem without
+them (tmpfs, ext4) gives nothing, and a report fact never fails a run.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["PLACEMENT_ATTRIBUTES", "fs_placement"]
+
+PLACEMENT_ATTRIBUTES = ("ceph.dir.layout.pool",)
+"""The placement attributes read from the target directory or its nearest ancestor."""
+
+
+def fs_placement(path: str, mount_point: str) -> dict[str, str]:
+    """Each attribute of :data:`PLACEMENT_ATTRIBUTES` that ``path``, or its nearest ancestor
+    up to ``mount_point``, carries: ``{"ceph.dir.layout.pool": "replicated"}`` on CephFS,
+    ``{}`` elsewhere."""
+    found: dict[str, str] = {}
+    top = os.path.realpath(mount_point)
+    for name in PLACEMENT_ATTRIBUTES:
+        here = os.path.realpath(path)
+        while True:
+            value = _attribute(here, name)
+            if value is not None:
+                found[name] = value
+                break
+            if here == top or os.path.dirname(here) == here:
+                break
+            here = os.path.dirname(here)
+    return found
+
+
+def _attribute(path: str, name: str) -> str | None:
+    try:
+        return os.getxattr(path, name).decode("utf-8", "replace")
+    except OSError:
+        return None

