@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from ckptgate.sizing import Architecture
-from ckptgate.sizing.architecture import head_dim
+from ckptgate.sizing.architecture import head_dim, parameter_shapes
 
 #: Bytes per parameter the suite knows, and what each adds.
 KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
@@ -37,8 +37,22 @@ KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
 #: The optimizer step the synthetic state claims to be at.
 TRAIN_STEP = 1000
 
-#: Param group settings, as torch.optim.AdamW keeps them (saved as a pickled object by DCP).
-PARAM_GROUP = {"lr": 3.0e-4, "betas": (0.9, 0.95), "eps": 1.0e-8, "weight_decay": 0.1}
+#: Param group settings, every key torch.optim.AdamW (torch 2.13) keeps in a param group but
+#: ``params``, so that DCP saves the same byte entries a real optimizer's state dict gives it
+#: (one pickled entry per key; sizing.dcp_plan.ADAMW_PARAM_GROUP_ENTRIES counts them).
+PARAM_GROUP = {
+    "lr": 3.0e-4,
+    "betas": (0.9, 0.95),
+    "eps": 1.0e-8,
+    "weight_decay": 0.1,
+    "amsgrad": False,
+    "maximize": False,
+    "foreach": None,
+    "capturable": False,
+    "differentiable": False,
+    "fused": None,
+    "decoupled_weight_decay": True,
+}
 
 _KIND_DTYPE = {
     "master": torch.float32,
@@ -71,39 +85,6 @@ def architecture_from(arch: Mapping[str, int | None] | Architecture) -> Architec
             f"head_dim is given, and heads by kv_heads ({arch.kv_heads})"
         )
     return arch
-
-
-def kv_dim(arch: Architecture) -> int:
-    """Width of K and V with grouped-query attention: kv_heads * head_dim."""
-    return arch.kv_heads * head_dim(arch)
-
-
-def q_dim(arch: Architecture) -> int:
-    """Width of Q (and of O's input): heads * head_dim (hidden, unless head_dim is explicit)."""
-    return arch.heads * head_dim(arch)
-
-
-def parameter_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
-    """Every parameter's global shape, by fully qualified name, in model order.
-
-    Weights are (out_features, in_features) as nn.Linear stores them.
-    """
-    h, f, kv, q = arch.hidden, arch.ffn_hidden, kv_dim(arch), q_dim(arch)
-    shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (arch.vocab, h)}
-    for i in range(arch.layers):
-        p = f"layers.{i}."
-        shapes[p + "attention_norm.weight"] = (h,)
-        shapes[p + "attention.wq.weight"] = (q, h)
-        shapes[p + "attention.wk.weight"] = (kv, h)
-        shapes[p + "attention.wv.weight"] = (kv, h)
-        shapes[p + "attention.wo.weight"] = (h, q)
-        shapes[p + "ffn_norm.weight"] = (h,)
-        shapes[p + "feed_forward.w1.weight"] = (f, h)
-        shapes[p + "feed_forward.w2.weight"] = (h, f)
-        shapes[p + "feed_forward.w3.weight"] = (f, h)
-    shapes["norm.weight"] = (h,)
-    shapes["output.weight"] = (arch.vocab, h)
-    return shapes
 
 
 def numel(shape: tuple[int, ...]) -> int:
@@ -251,7 +232,9 @@ def build_state(
 
     With a DeviceMesh, every tensor is a DTensor (``Shard(0)`` for ``layout="rows"``;
     ``Shard(1)`` for 2-D tensors with ``layout="cols"``), built from this rank's block only, so
-    no rank ever holds a full tensor. Without a mesh, tensors are plain full tensors (the
+    no rank ever holds a full tensor; ``layout="replicated"`` gives every rank the full plain
+    tensors (DDP-style replicated state, which DCP's ``dedup_save_plans`` saves once, each
+    tensor whole on one rank). Without a mesh, tensors are plain full tensors (the
     single-process load). ``fill=False`` allocates the load targets without computing values.
 
     Local blocks are fresh contiguous tensors, never views into a bigger storage: async staging
@@ -261,7 +244,7 @@ def build_state(
     fqns = list(parameter_shapes(arch))
     for entry in tensor_entries(arch, bytes_per_parameter):
         tseed = tensor_seed(entry.kind, entry.fqn, seed)
-        if mesh is None:
+        if mesh is None or layout == "replicated":
             local_shape, offset = entry.shape, (0,) * len(entry.shape)
             placements = None
         else:
@@ -283,6 +266,7 @@ def build_state(
         # Same structure, wrong values: DCP loads into the target's structure (lists and dicts
         # are flattened to keys), and verification must see the saved values come back.
         placeholder = {key: 0.0 for key in PARAM_GROUP} | {"betas": (0.0, 0.0)}
+        placeholder |= {key: None for key, value in PARAM_GROUP.items() if value is None}
         state["optim"]["param_groups"] = [{**placeholder, "params": [""] * len(fqns)}]
     state["train"] = {"step": TRAIN_STEP if fill else -1}
     return state

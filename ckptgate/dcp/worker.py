@@ -52,9 +52,14 @@ def _barrier(group: Any = None) -> float:
 
 
 def step_build(
-    ctx: DcpRankState, architecture: dict[str, int], bytes_per_parameter: int, seed: int = 0
+    ctx: DcpRankState,
+    architecture: dict[str, int],
+    bytes_per_parameter: int,
+    seed: int = 0,
+    layout: str = "rows",
 ) -> DcpStep:
-    """Build this rank's Shard(0) state for the model (replacing any previous one)."""
+    """Build this rank's state for the model (replacing any previous one): Shard(0) DTensors
+    (``rows``, FSDP-style), or full plain tensors on every rank (``replicated``)."""
     from ckptgate.dcp import model as m
 
     ctx.state = {}
@@ -62,7 +67,7 @@ def step_build(
     ctx.bytes_per_parameter = bytes_per_parameter
     ctx.seed = seed
     t0 = time.monotonic()
-    ctx.state = m.build_state(ctx.arch, bytes_per_parameter, ctx.mesh, "rows", True, seed)
+    ctx.state = m.build_state(ctx.arch, bytes_per_parameter, ctx.mesh, layout, True, seed)
     local_bytes = sum(
         t.to_local().numel() * t.to_local().element_size()
         for t in _tensors(ctx.state)

@@ -63,3 +63,29 @@ def count_parameters(arch: Architecture) -> int:
         + final_norm_parameters(arch)
         + output_head_parameters(arch)
     )
+
+
+def parameter_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
+    """Every parameter's global shape, by fully qualified name, in model order (the tensor
+    list the counting rule above sums; Llama's names as torchtitan spells them).
+
+    Weights are (out_features, in_features) as nn.Linear stores them; Q is heads x head_dim
+    rows (hidden, unless head_dim is explicit), K and V kv_heads x head_dim.
+    """
+    h, f = arch.hidden, arch.ffn_hidden
+    q, kv = arch.heads * head_dim(arch), arch.kv_heads * head_dim(arch)
+    shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (arch.vocab, h)}
+    for i in range(arch.layers):
+        p = f"layers.{i}."
+        shapes[p + "attention_norm.weight"] = (h,)
+        shapes[p + "attention.wq.weight"] = (q, h)
+        shapes[p + "attention.wk.weight"] = (kv, h)
+        shapes[p + "attention.wv.weight"] = (kv, h)
+        shapes[p + "attention.wo.weight"] = (h, q)
+        shapes[p + "ffn_norm.weight"] = (h,)
+        shapes[p + "feed_forward.w1.weight"] = (f, h)
+        shapes[p + "feed_forward.w2.weight"] = (h, f)
+        shapes[p + "feed_forward.w3.weight"] = (f, h)
+    shapes["norm.weight"] = (h,)
+    shapes["output.weight"] = (arch.vocab, h)
+    return shapes
