@@ -38,9 +38,7 @@ from typing import Any
 from ckptgate.dcp import worker as w
 from ckptgate.dcp.ranks import STEP_TIMEOUT_S, DcpRanks
 from ckptgate.dcp.records import mismatches, span_s
-
-#: Bytes per parameter a measured checkpoint is matched against (SPEC.md: 12, 14, 16).
-KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
+from ckptgate.sizing.dcp_plan import KNOWN_BYTES_PER_PARAMETER
 
 CHECKPOINTER_TYPES = ("thread", "process")
 

@@ -29,10 +29,8 @@ from typing import Any
 import torch
 
 from ckptgate.sizing import Architecture
-from ckptgate.sizing.architecture import head_dim, parameter_shapes
-
-#: Bytes per parameter the suite knows, and what each adds.
-KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
+from ckptgate.sizing.architecture import parameter_shapes
+from ckptgate.sizing.dcp_plan import state_kinds, state_path
 
 #: The optimizer step the synthetic state claims to be at.
 TRAIN_STEP = 1000
@@ -100,34 +98,9 @@ def parameter_count(arch: Architecture) -> int:
     return sum(numel(s) for s in parameter_shapes(arch).values())
 
 
-def state_kinds(bytes_per_parameter: int) -> tuple[str, ...]:
-    """The per-parameter tensors a checkpoint at K bytes per parameter holds."""
-    if bytes_per_parameter not in KNOWN_BYTES_PER_PARAMETER:
-        raise ValueError(
-            f"bytes_per_parameter: {bytes_per_parameter} is not one of"
-            f" {KNOWN_BYTES_PER_PARAMETER} (12 fp32 master + Adam moments, 14 + bf16 weights,"
-            " 16 + bf16 gradients)"
-        )
-    kinds: tuple[str, ...] = ("master", "exp_avg", "exp_avg_sq")
-    if bytes_per_parameter >= 14:
-        kinds += ("weight",)
-    if bytes_per_parameter >= 16:
-        kinds += ("grad",)
-    return kinds
-
-
 def kind_dtype(kind: str) -> torch.dtype:
     """dtype of one kind of state tensor."""
     return _KIND_DTYPE[kind]
-
-
-def state_path(kind: str, fqn: str) -> tuple[str, ...]:
-    """Where a tensor sits in the nested state dict (the layout torch's get_state_dict uses)."""
-    if kind == "weight":
-        return ("model", fqn)
-    if kind == "grad":
-        return ("grads", fqn)
-    return ("optim", "state", fqn, "master_weight" if kind == "master" else kind)
 
 
 @dataclass(frozen=True)
@@ -265,7 +238,7 @@ def build_state(
     else:
         # Same structure, wrong values: DCP loads into the target's structure (lists and dicts
         # are flattened to keys), and verification must see the saved values come back.
-        placeholder = {key: 0.0 for key in PARAM_GROUP} | {"betas": (0.0, 0.0)}
+        placeholder: dict[str, Any] = {key: 0.0 for key in PARAM_GROUP} | {"betas": (0.0, 0.0)}
         placeholder |= {key: None for key, value in PARAM_GROUP.items() if value is None}
         state["optim"]["param_groups"] = [{**placeholder, "params": [""] * len(fqns)}]
     state["train"] = {"step": TRAIN_STEP if fill else -1}

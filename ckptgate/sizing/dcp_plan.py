@@ -14,8 +14,9 @@ that per-rank and per-file bytes come from DCP's rules, not from an even split:
    plan order; an item that several ranks hold goes whole to the holder with the fewest
    planned bytes so far (ties to the lowest rank), and every item visited adds its
    ``tensor_storage_size()`` (1 for BYTE_IO) to its holder. That size is the tensor's
-   *global* size (``planner.py``: numel of ``tensor_data.size``), also for one shard of it. Replicated tensors are therefore not split:
-   one rank writes each whole, and the ranks end uneven.
+   *global* size (``planner.py``: numel of ``tensor_data.size``), also for one shard of it.
+   Replicated tensors are therefore not split: one rank writes each whole, and the ranks end
+   uneven.
 3. Files (``filesystem.py``, ``_split_by_size_and_type``): each rank's items go into
    ``thread_count`` buckets, BYTE_IO items round-robin, tensors sorted largest first (stable)
    each into the bucket with the fewest bytes (LPT), sizes again the global tensor's
@@ -75,7 +76,7 @@ def state_kinds(bytes_per_parameter: int) -> tuple[str, ...]:
             f" {KNOWN_BYTES_PER_PARAMETER} (12 fp32 master + Adam moments, 14 + bf16 weights,"
             " 16 + bf16 gradients)"
         )
-    kinds = ("master", "exp_avg", "exp_avg_sq")
+    kinds: tuple[str, ...] = ("master", "exp_avg", "exp_avg_sq")
     if bytes_per_parameter >= 14:
         kinds += ("weight",)
     if bytes_per_parameter >= 16:
