@@ -63,8 +63,8 @@ _KIND_DTYPE = {
 
 def architecture_from(arch: Mapping[str, int | None] | Architecture) -> Architecture:
     """The profile's shape (sizing's ``Architecture``, or a mapping of its fields; ``head_dim``
-    optional), checked for what building real tensors needs: kv_heads divide heads, and
-    without an explicit head_dim, heads divide hidden."""
+    optional), checked for what building real tensors needs: kv_heads divide heads (where
+    heads do not divide hidden, Q is hidden x hidden: sizing.architecture.q_width)."""
     if not isinstance(arch, Architecture):
         optional = {f.name for f in fields(Architecture) if f.default is None}
         names = [f.name for f in fields(Architecture)]
@@ -77,10 +77,9 @@ def architecture_from(arch: Mapping[str, int | None] | Architecture) -> Architec
         arch = Architecture(**given)
     if min(v for v in astuple(arch) if v is not None) < 1:
         raise ValueError(f"architecture: every field must be >= 1, got {arch}")
-    if (arch.head_dim is None and arch.hidden % arch.heads) or arch.heads % arch.kv_heads:
+    if arch.heads % arch.kv_heads:
         raise ValueError(
-            f"architecture: hidden ({arch.hidden}) must divide by heads ({arch.heads}) unless "
-            f"head_dim is given, and heads by kv_heads ({arch.kv_heads})"
+            f"architecture: heads ({arch.heads}) must divide by kv_heads ({arch.kv_heads})"
         )
     return arch
 

@@ -5,7 +5,11 @@ The rule counts what a decoder-only transformer with untied embeddings holds:
 - token embedding and a separate output head, vocab x hidden each;
 - per layer, attention with grouped-query K/V: hidden x (heads x head_dim) for Q and for O,
   and hidden x (kv_heads x head_dim) for K and for V; head_dim is the architecture's explicit
-  head_dim (Megatron-LM's kv_channels), else hidden / heads, when Q and O are hidden x hidden;
+  head_dim (Megatron-LM's kv_channels), else hidden // heads, when Q and O are hidden x hidden
+  (also where heads do not divide hidden: DLIO's convention, which MLPerf Storage's Llama 3 1T
+  shape, hidden 25,872 over 192 heads, relies on: dlio_benchmark's checkpointing takes the
+  query and output projections as hidden x hidden and K, V as hidden x kv_heads x
+  (hidden // heads));
 - per layer, a gated MLP (gate, up, down): 3 x hidden x ffn_hidden;
 - per layer, two RMSNorm weight vectors (hidden each), and one final norm (hidden).
 
@@ -38,13 +42,39 @@ def head_dim(arch: Architecture) -> int:
     return arch.head_dim if arch.head_dim is not None else arch.hidden // arch.heads
 
 
+def q_width(arch: Architecture) -> int:
+    """Width of Q (and of O's input): heads x the explicit head_dim, else hidden (which is
+    heads x hidden // heads when heads divide hidden, and DLIO's convention when not)."""
+    return arch.heads * arch.head_dim if arch.head_dim is not None else arch.hidden
+
+
+def kv_width(arch: Architecture) -> int:
+    """Width of K and of V with grouped-query attention: kv_heads x head_dim."""
+    return arch.kv_heads * head_dim(arch)
+
+
+def dlio_convention(arch: Architecture) -> bool:
+    """Whether the shape needs DLIO's convention: no explicit head_dim and heads do not divide
+    hidden (Q and O hidden x hidden, K and V kv_heads x (hidden // heads) wide)."""
+    return arch.head_dim is None and arch.hidden % arch.heads != 0
+
+
+def convention_note(arch: Architecture) -> str | None:
+    """The sentence the sizing output states when dlio_convention() applies, else None."""
+    if not dlio_convention(arch):
+        return None
+    return (
+        f"hidden {arch.hidden} is not a multiple of {arch.heads} heads: Q and O taken as "
+        f"hidden x hidden, K and V as {arch.kv_heads} kv heads x {head_dim(arch)} "
+        "(hidden // heads), DLIO's convention"
+    )
+
+
 def layer_parameters(arch: Architecture) -> int:
-    """One transformer block: Q, O (h*heads*head_dim each), K, V (h*kv_heads*head_dim each),
-    gated MLP (3*h*ffn), two RMSNorms (h each)."""
+    """One transformer block: Q, O (h x q_width each), K, V (h x kv_width each), gated MLP
+    (3*h*ffn), two RMSNorms (h each)."""
     h = arch.hidden
-    q_width = arch.heads * head_dim(arch)
-    kv_width = arch.kv_heads * head_dim(arch)
-    attention = 2 * h * q_width + 2 * h * kv_width
+    attention = 2 * h * q_width(arch) + 2 * h * kv_width(arch)
     mlp = 3 * h * arch.ffn_hidden
     norms = 2 * h
     return attention + mlp + norms
@@ -69,11 +99,11 @@ def parameter_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
     """Every parameter's global shape, by fully qualified name, in model order (the tensor
     list the counting rule above sums; Llama's names as torchtitan spells them).
 
-    Weights are (out_features, in_features) as nn.Linear stores them; Q is heads x head_dim
-    rows (hidden, unless head_dim is explicit), K and V kv_heads x head_dim.
+    Weights are (out_features, in_features) as nn.Linear stores them; Q is q_width rows
+    (hidden, unless head_dim is explicit), K and V kv_width.
     """
     h, f = arch.hidden, arch.ffn_hidden
-    q, kv = arch.heads * head_dim(arch), arch.kv_heads * head_dim(arch)
+    q, kv = q_width(arch), kv_width(arch)
     shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (arch.vocab, h)}
     for i in range(arch.layers):
         p = f"layers.{i}."

@@ -23,7 +23,8 @@ class Architecture:
     ``head_dim`` is optional and explicit, as Megatron-LM's ``kv_channels`` and Hugging Face's
     ``head_dim`` are: given, Q and O are hidden x heads*head_dim and K, V hidden x
     kv_heads*head_dim, whatever hidden is (MLPerf Storage's 1T shape: hidden 25872, 192 heads).
-    Absent, it is hidden // heads and hidden must be a multiple of heads (cross_check)."""
+    Absent, it is hidden // heads; where heads do not divide hidden, Q and O are hidden x
+    hidden (DLIO's convention, stated in the sizing output: sizing.architecture)."""
 
     hidden: int = field(metadata=_POSITIVE)
     ffn_hidden: int = field(metadata=_POSITIVE)
@@ -233,14 +234,6 @@ def cross_check(ctx: Context, profile: Profile) -> None:
     ):
         if arch is None:
             continue
-        if arch.head_dim is None and arch.hidden % arch.heads:
-            raise ctx.error(
-                f"{arch_path}.hidden",
-                arch.hidden,
-                f"not a multiple of {arch_path}.heads ({arch.heads})",
-                "hidden divisible by heads (head_dim = hidden / heads), or an explicit "
-                f"{arch_path}.head_dim",
-            )
         if arch.heads % arch.kv_heads:
             raise ctx.error(
                 f"{arch_path}.kv_heads",

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 from ckptgate.sizing.architecture import (
+    convention_note,
     count_parameters,
     embedding_parameters,
     final_norm_parameters,
@@ -329,6 +330,9 @@ def stage_parameters(profile: Profile) -> tuple[list[int], str]:
         f"architecture: embedding on stage 0, head on stage {pp - 1}, "
         f"{arch.layers} layers over {pp} stage{'s' if pp > 1 else ''} ({spread} per stage)"
     )
+    convention = convention_note(arch)
+    if convention is not None:
+        note += f" ({convention})"
     counted = count_parameters(arch)
     if counted != psi:
         note += f", scaled from {format_count(counted)} to Ψ = {format_count(psi)}"

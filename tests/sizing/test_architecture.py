@@ -6,7 +6,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ckptgate.sizing.architecture import count_parameters, layer_parameters
+from ckptgate.sizing.architecture import (
+    convention_note,
+    count_parameters,
+    dlio_convention,
+    layer_parameters,
+)
 from ckptgate.sizing.schema import Architecture
 
 LLAMA3_8B = Architecture(
@@ -68,3 +73,14 @@ def test_explicit_head_dim_sets_q_o_and_k_v_widths():
     arch = Architecture(25872, 98304, 1, 192, 32, 1, head_dim=134)
     h = 25872
     assert layer_parameters(arch) == 2 * h * 192 * 134 + 2 * h * 32 * 134 + 3 * h * 98304 + 2 * h
+
+
+def test_heads_that_do_not_divide_hidden_take_dlios_convention():
+    # MLPerf Storage's 1T shape as MLPerf and DLIO write it: no head_dim; Q and O are
+    # hidden x hidden, K and V 32 kv heads x (25872 // 192 = 134).
+    arch = Architecture(25872, 98304, 1, 192, 32, 1)
+    h = 25872
+    assert dlio_convention(arch)
+    assert layer_parameters(arch) == 2 * h * h + 2 * h * 32 * 134 + 3 * h * 98304 + 2 * h
+    assert "DLIO's convention" in (convention_note(arch) or "")
+    assert convention_note(Architecture(4096, 14336, 1, 32, 8, 1)) is None
