@@ -24,17 +24,36 @@ dp_shard chunks (times the dp / dp_shard replica groups under ``replicas_write: 
 replicated kind one chunk (DCP's ``dedup_save_plans`` keeps one copy) or dp under ``all``;
 each ``step`` is one chunk.
 
-Source of the two constants: real DCP saves measured by tests/dcp/test_metadata.py (torch
-2.13, gloo ranks on loopback, Shard(0) DTensors, the suite's DCP model): a least-squares fit
-over 1 to 4 ranks and 48 to 375 tensors gave 134 B per tensor and 183 B per chunk, every save
-within 8 % of the fit; 4 ranks x 8 layers saved 1,275 chunks in a 281 KB ``.metadata``
-(220 B per chunk all in, as ckptgate issue 15 measured: 278 KB for 1,275 chunks). Offsets
-beyond 65,535 pickle a few bytes longer, so at 405B scale the figure is a slight underestimate.
+Besides the tensors and chunks, the .metadata lists the BYTE_IO entries (one per key of each
+optimizer param group, 12 for AdamW, plus ``train.step``: DCP_BYTE_ENTRIES) and grows by a
+fixed amount per rank (each rank's plan and storage entries arrive pickled apart, so fewer of
+their strings are shared). The model:
+
+    .metadata bytes = tensors x 160 B + chunks x 171 B + byte entries x 56 B + ranks x 260 B
+
+Source of the constants: a least-squares fit over 24 real DCP saves (torch 2.13, gloo ranks on
+loopback, the suite's DCP state at K = 14: world size 2, 4 and 8, Shard(0) DTensors and
+replicated tensors, thread_count 1 and 4, 105 and 375 tensors): every save within 3 % of the
+fit (tests/dcp/test_metadata.py holds saves to it). The 13 byte entries were the same in every
+save, so their 56 B each is the fit's intercept shared out, not a separate measurement.
+Offsets beyond 65,535 pickle a few bytes longer, so at 405B scale the figure is a slight
+underestimate.
+
+The data files carry framing besides the state's bytes: every chunk is one ``torch.save``
+(TORCH_SAVE_FRAMING_BYTES, 1,577 B, for data that is a multiple of 64 B; an Adam step's 4 B
+fit inside it) and every byte entry one small ``torch.save`` (sizing.dcp_plan);
+dcp_framing_bytes counts them.
 """
 
 from __future__ import annotations
 
-from ckptgate.sizing.architecture import TENSORS_PER_LAYER
+from ckptgate.sizing.architecture import TENSORS_PER_LAYER, parameter_shapes
+from ckptgate.sizing.dcp_plan import (
+    ADAMW_PARAM_GROUP_KEYS,
+    BYTE_ENTRY_BYTES,
+    TORCH_SAVE_FRAMING_BYTES,
+    names_entry_bytes,
+)
 from ckptgate.sizing.schema import COMPONENTS, Profile
 from ckptgate.sizing.shards import (
     Placement,
@@ -44,13 +63,23 @@ from ckptgate.sizing.shards import (
     zero_sharded_kinds,
 )
 
-DCP_METADATA_BYTES_PER_TENSOR = 134
-"""Pickled ``.metadata`` bytes per state tensor (its key, properties and size). Measured:
+DCP_METADATA_BYTES_PER_TENSOR = 160
+"""Pickled ``.metadata`` bytes per state tensor (its key, properties and size). Fitted:
 tests/dcp/test_metadata.py."""
 
-DCP_METADATA_BYTES_PER_CHUNK = 183
+DCP_METADATA_BYTES_PER_CHUNK = 171
 """Pickled ``.metadata`` bytes per saved chunk (chunk offsets and sizes plus its storage
-entry). Measured: tests/dcp/test_metadata.py."""
+entry). Fitted: tests/dcp/test_metadata.py."""
+
+DCP_METADATA_BYTES_PER_BYTE_ENTRY = 56
+"""Pickled ``.metadata`` bytes per BYTE_IO entry (module docstring: the fit's intercept over
+the 13 entries every fitted save had)."""
+
+DCP_METADATA_BYTES_PER_RANK = 260
+"""Pickled ``.metadata`` bytes per saving rank. Fitted: tests/dcp/test_metadata.py."""
+
+DCP_BYTE_ENTRIES = len(ADAMW_PARAM_GROUP_KEYS) + 1
+"""BYTE_IO entries of one save: AdamW's 12 param group keys (one param group) + train.step."""
 
 OPTIMIZER_TENSORS = 3
 """fp32 master weight, Adam exp_avg, Adam exp_avg_sq: the optimizer's 12 B/parameter."""
@@ -109,10 +138,25 @@ def dcp_metadata_chunks(profile: Profile) -> int:
 
 def dcp_metadata_bytes(profile: Profile) -> int:
     """Bytes of the checkpoint's global ``.metadata`` as DCP writes it: dcp_metadata_tensors
-    x 134 B + dcp_metadata_chunks x 183 B (DCP_METADATA_BYTES_PER_TENSOR and _PER_CHUNK,
-    fitted to real DCP saves by tests/dcp/test_metadata.py; ckptgate issue 15 measured 278 KB
-    for 1,275 chunks, the model gives 284 KB for that save)."""
+    x 160 B + dcp_metadata_chunks x 171 B + DCP_BYTE_ENTRIES x 56 B + gpus x 260 B (fitted
+    to 24 real DCP saves by tests/dcp/test_metadata.py, each within 3 %)."""
     return (
         dcp_metadata_tensors(profile) * DCP_METADATA_BYTES_PER_TENSOR
         + dcp_metadata_chunks(profile) * DCP_METADATA_BYTES_PER_CHUNK
+        + DCP_BYTE_ENTRIES * DCP_METADATA_BYTES_PER_BYTE_ENTRY
+        + profile.cluster.gpus * DCP_METADATA_BYTES_PER_RANK
+    )
+
+
+def dcp_framing_bytes(profile: Profile) -> int:
+    """Bytes the data files hold besides the state's Ψ x K: one torch.save per chunk
+    (dcp_metadata_chunks x 1,577 B; an Adam step's 4 B fit inside its framing) and one per
+    byte entry (1,261 B each; the param group's list of names more). Source: torch 2.13,
+    measured by tests/dcp/test_plan_fidelity.py (sizing.dcp_plan)."""
+    arch = profile.model.architecture
+    names = list(parameter_shapes(arch)) if arch is not None else []
+    return (
+        dcp_metadata_chunks(profile) * TORCH_SAVE_FRAMING_BYTES
+        + (DCP_BYTE_ENTRIES - 1) * BYTE_ENTRY_BYTES
+        + names_entry_bytes(names)
     )

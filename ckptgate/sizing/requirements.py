@@ -29,9 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptgate.sizing.checklist import modules_measuring
+from ckptgate.sizing.dcp_plan import TORCH_SAVE_FRAMING_BYTES
 from ckptgate.sizing.metadata import (
+    DCP_BYTE_ENTRIES,
+    DCP_METADATA_BYTES_PER_BYTE_ENTRY,
     DCP_METADATA_BYTES_PER_CHUNK,
+    DCP_METADATA_BYTES_PER_RANK,
     DCP_METADATA_BYTES_PER_TENSOR,
+    dcp_framing_bytes,
     dcp_metadata_bytes,
     dcp_metadata_chunks,
     dcp_metadata_tensors,
@@ -64,6 +69,7 @@ SRC_DALY = (
     "Daly (2006), A higher order estimate of the optimum checkpoint interval for restart dumps"
 )
 SRC_DCP = "PyTorch Distributed Checkpoint: one file per rank plus .metadata"
+SRC_DCP_FRAMING = "PyTorch DCP FileSystemWriter: one torch.save per chunk (measured, torch 2.13)"
 SRC_DCP_METADATA = (
     "PyTorch DCP pickles one .metadata on the coordinator; bytes per tensor and per chunk "
     "measured on real saves (tests/dcp/test_metadata.py)"
@@ -201,7 +207,9 @@ class Sizing:
     per_node_bytes: float
     largest_node_bytes: int
     dcp_metadata_bytes: int
+    dcp_framing_bytes: int
     save_bytes: int
+    save_bytes_on_disk: int
     shard_policy: str
     mtbf_s: float
     interval_s: float
@@ -461,16 +469,35 @@ def largest_node_bytes(b: Basis) -> int:
     lambda b: (
         f"{format_count(dcp_metadata_tensors(b.profile))} tensors x "
         f"{DCP_METADATA_BYTES_PER_TENSOR} B + {format_count(dcp_metadata_chunks(b.profile))} "
-        f"chunks x {DCP_METADATA_BYTES_PER_CHUNK} B"
+        f"chunks x {DCP_METADATA_BYTES_PER_CHUNK} B + {DCP_BYTE_ENTRIES} byte entries x "
+        f"{DCP_METADATA_BYTES_PER_BYTE_ENTRY} B + {format_count(b.profile.cluster.gpus)} ranks x "
+        f"{DCP_METADATA_BYTES_PER_RANK} B"
     ),
     SRC_DCP_METADATA,
     TEST_METADATA_STORM,
     name="dcp_metadata_bytes",
 )
 def dcp_metadata_bytes_(b: Basis) -> int:
-    """sizing.metadata.dcp_metadata_bytes: tensors x 134 B + chunks x 183 B, chunks from the
-    layout. Source: real DCP saves, tests/dcp/test_metadata.py."""
+    """sizing.metadata.dcp_metadata_bytes: tensors x 160 B + chunks x 171 B + byte entries
+    x 56 B + ranks x 260 B, chunks from the layout. Source: real DCP saves,
+    tests/dcp/test_metadata.py."""
     return dcp_metadata_bytes(b.profile)
+
+
+@define(
+    "DCP framing in the data files (torch.save per chunk)",
+    "B",
+    lambda b: (
+        f"{format_count(dcp_metadata_chunks(b.profile))} chunks x {TORCH_SAVE_FRAMING_BYTES} B "
+        f"+ {DCP_BYTE_ENTRIES} byte entries"
+    ),
+    SRC_DCP_FRAMING,
+    name="dcp_framing_bytes",
+)
+def dcp_framing_bytes_(b: Basis) -> int:
+    """sizing.metadata.dcp_framing_bytes: one torch.save per chunk and per byte entry.
+    Source: torch 2.13, tests/dcp/test_plan_fidelity.py."""
+    return dcp_framing_bytes(b.profile)
 
 
 @define(
@@ -480,8 +507,21 @@ def dcp_metadata_bytes_(b: Basis) -> int:
     SRC_DCP,
 )
 def save_bytes(b: Basis) -> int:
-    """written_bytes + dcp_metadata_bytes: everything one save writes. Source: PyTorch DCP."""
+    """written_bytes + dcp_metadata_bytes: the state and the commit, what the rates move.
+    Source: PyTorch DCP."""
     return b["written_bytes"] + b["dcp_metadata_bytes"]
+
+
+@define(
+    "Bytes per save on disk (+ framing)",
+    "B",
+    lambda b: f"{b_(b['save_bytes'])} + {b_(b['dcp_framing_bytes'])} framing",
+    SRC_DCP_FRAMING,
+)
+def save_bytes_on_disk(b: Basis) -> int:
+    """save_bytes + dcp_framing_bytes: what ``du`` sees of one DCP save. The rates leave the
+    framing out (0.1 % at 405b). Source: PyTorch DCP; tests/dcp/test_metadata.py."""
+    return b["save_bytes"] + b["dcp_framing_bytes"]
 
 
 def _with_metadata(b: Basis, what: str) -> str:

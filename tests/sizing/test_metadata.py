@@ -8,7 +8,10 @@ from hypothesis import strategies as st
 
 from ckptgate.sizing import SHIPPED_PROFILES, dcp_metadata_bytes, dcp_metadata_chunks, load_profile
 from ckptgate.sizing.metadata import (
+    DCP_BYTE_ENTRIES,
+    DCP_METADATA_BYTES_PER_BYTE_ENTRY,
     DCP_METADATA_BYTES_PER_CHUNK,
+    DCP_METADATA_BYTES_PER_RANK,
     DCP_METADATA_BYTES_PER_TENSOR,
     dcp_metadata_tensors,
     parameter_tensors,
@@ -26,7 +29,9 @@ def test_405b_chunks_count_every_state_tensor_slice():
     assert sum(parameter_tensors(profile).values()) == 1137
     assert dcp_metadata_chunks(profile) == 1137 * 8 * (3 * 128 + 1) + 1137
     assert dcp_metadata_tensors(profile) == 1137 * 5
-    assert dcp_metadata_bytes(profile) == 1137 * 5 * 134 + dcp_metadata_chunks(profile) * 183
+    assert dcp_metadata_bytes(profile) == (
+        1137 * 5 * 160 + dcp_metadata_chunks(profile) * 171 + 13 * 56 + 16384 * 260
+    )
 
 
 def test_replicas_all_saves_every_copy_as_a_chunk():
@@ -56,7 +61,10 @@ def test_metadata_bytes_are_tensors_and_chunks_at_the_measured_figures(profile):
     chunks, tensors = dcp_metadata_chunks(profile), dcp_metadata_tensors(profile)
     assert chunks >= tensors // 4  # every parameter tensor saves at least its step and a kind
     assert dcp_metadata_bytes(profile) == (
-        tensors * DCP_METADATA_BYTES_PER_TENSOR + chunks * DCP_METADATA_BYTES_PER_CHUNK
+        tensors * DCP_METADATA_BYTES_PER_TENSOR
+        + chunks * DCP_METADATA_BYTES_PER_CHUNK
+        + DCP_BYTE_ENTRIES * DCP_METADATA_BYTES_PER_BYTE_ENTRY
+        + profile.cluster.gpus * DCP_METADATA_BYTES_PER_RANK
     )
 
 

@@ -27,9 +27,10 @@ REL = 1e-9  # float tolerance where the arithmetic is exact up to rounding
 # Worked by hand from SPEC.md, not from the code:
 # 405e9 x 14 = 5.67e12 B; MTBF = 54 x 86400 / 419 = 11135.08 s; stall = 0.01 x 600 = 6 s;
 # DCP .metadata: 1,137 parameter tensors (126 x 9 + 3) x 5 state tensors (3 optimizer, bf16
-# weight, step) = 5,685 tensors x 134 B, and 1,137 x tp 8 x (3 x dp 128 + 1) + 1,137 steps =
-# 3,503,097 chunks x 183 B: 641,828,541 B; a save is 5.67e12 + 641,828,541 B;
-# sync 5,670,641,828,541 / 6 = 945.107e9 B/s; async / 600 = 9.451e9, x 2.5 = 23.628e9 B/s;
+# weight, step) = 5,685 tensors x 160 B = 909,600 B, and 1,137 x tp 8 x (3 x dp 128 + 1) +
+# 1,137 steps = 3,503,097 chunks x 171 B = 599,029,587 B, 13 byte entries x 56 B = 728 B,
+# 16,384 ranks x 260 B = 4,259,840 B: 604,199,755 B; a save is 5.67e12 + 604,199,755 B;
+# sync 5,670,604,199,755 / 6 = 945.101e9 B/s; async / 600 = 9.451e9, x 2.5 = 23.628e9 B/s;
 # files 16384 + 1; window 600 / 2.5 = 240 s; 16385 / 240 = 68.27 /s; read 5.67e12 / 120 =
 # 47.25e9 B/s; retained 10 x 5.67e12 = 56.7e12 B; Young sqrt(2 x 6 x 11135.08) = 365.5 s;
 # lost work 600 / 2 / 11135.08 = 2.694 %; restart 0 s relaunch + 120 s read = 120 s,
@@ -44,11 +45,11 @@ WORKED_405B = {
     "mtbf_s": 4665600 / 419,
     "interval_s": 600,
     "stall_budget_s": 6,
-    "dcp_metadata_bytes": 641_828_541,
-    "save_bytes": 5_670_641_828_541,
-    "sync_write_bytes_per_s": 5_670_641_828_541 / 6,
-    "async_persist_min_bytes_per_s": 5_670_641_828_541 / 600,
-    "async_persist_planned_bytes_per_s": 5_670_641_828_541 / 600 * 2.5,
+    "dcp_metadata_bytes": 604_199_755,
+    "save_bytes": 5_670_604_199_755,
+    "sync_write_bytes_per_s": 5_670_604_199_755 / 6,
+    "async_persist_min_bytes_per_s": 5_670_604_199_755 / 600,
+    "async_persist_planned_bytes_per_s": 5_670_604_199_755 / 600 * 2.5,
     "files_per_checkpoint": 16385,
     "create_window_s": 240,
     "create_rate_per_s": 16385 / 240,
@@ -94,13 +95,15 @@ def test_405b_display_and_formula():
     ("name", "checkpoint", "save", "mtbf"),
     [
         # 70e9 x 14; 1024 GPUs: MTBF = 11135.08 x 16; stall 6 s. .metadata: 723 parameter
-        # tensors (80 x 9 + 3) x 5 x 134 B + (723 x 8 x (3 x 32 + 1) + 723) chunks x 183 B.
-        ("70b", 980e9, 980e9 + 103_288_503, 4665600 / 419 * 16),
-        # 7e9 x 14; 64 GPUs: MTBF x 256. 291 x 5 x 134 B + (291 x (3 x 64 + 1) + 291) x 183 B.
-        ("7b", 98e9, 98e9 + 10_526_052, 4665600 / 419 * 256),
+        # tensors (80 x 9 + 3) x 5 x 160 B + (723 x 8 x (3 x 32 + 1) + 723) chunks x 171 B
+        # + 13 x 56 B + 1024 ranks x 260 B.
+        ("70b", 980e9, 980e9 + 96_908_209, 4665600 / 419 * 16),
+        # 7e9 x 14; 64 GPUs: MTBF x 256. 291 x 5 x 160 B + (291 x (3 x 64 + 1) + 291) x 171 B
+        # + 13 x 56 B + 64 x 260 B.
+        ("7b", 98e9, 98e9 + 9_903_802, 4665600 / 419 * 256),
         # 16e6 x 14; 4 GPUs: MTBF x 4096; stall 0.05 x 60 = 3 s.
-        # 75 x 5 x 134 B + (75 x (3 x 2 + 1) + 75) x 183 B.
-        ("tmpfs", 224e6, 224e6 + 160_050, 4665600 / 419 * 4096),
+        # 75 x 5 x 160 B + (75 x (3 x 2 + 1) + 75) x 171 B + 13 x 56 B + 4 x 260 B.
+        ("tmpfs", 224e6, 224e6 + 164_368, 4665600 / 419 * 4096),
     ],
 )
 def test_other_shipped_profiles_match_worked_numbers(name, checkpoint, save, mtbf):
@@ -374,7 +377,9 @@ def test_the_coordinator_metadata_write_follows_the_slowest_rank_and_node():
     async rates move the shards plus the .metadata."""
     s = derive(SHIPPED["405b-meta"])
     md = s.dcp_metadata_bytes
-    assert md == 5685 * 134 + (126 * 9 * 8 * 4 * 64 + 3 * 8 * 4 + 1137) * 183
+    assert md == (
+        5685 * 160 + (126 * 9 * 8 * 4 * 64 + 3 * 8 * 4 + 1137) * 171 + 13 * 56 + 16384 * 260
+    )
     assert s.sync_write_bytes_per_s_per_rank == (s.largest_shard_bytes + md) / s.stall_budget_s
     assert s.sync_write_bytes_per_s_per_node == (s.largest_node_bytes + md) / s.stall_budget_s
     assert s.async_persist_min_bytes_per_s == (s.written_bytes + md) / s.interval_s
