@@ -29,7 +29,7 @@ from ckptgate.dcp import worker as w
 from ckptgate.dcp.ranks import DcpRanks
 from ckptgate.sizing import dcp_metadata_bytes, dcp_metadata_chunks, dcp_metadata_tensors
 from ckptgate.sizing import load_profile as load
-from ckptgate.sizing.metadata import DCP_METADATA_BYTES_PER_CHUNK
+from ckptgate.sizing.metadata import DCP_METADATA_BYTES_PER_CHUNK, dcp_framing_bytes
 
 K = 14
 THREAD_COUNT = 2
@@ -57,6 +57,7 @@ class Saved:
     tensors: int
     chunks: int
     files_per_rank: dict[int, int]
+    data_bytes: int
 
 
 def _count(path: str) -> tuple[int, int]:
@@ -69,6 +70,10 @@ def _count(path: str) -> tuple[int, int]:
         v for v in metadata.state_dict_metadata.values() if isinstance(v, TensorStorageMetadata)
     ]
     return len(tensors), sum(len(t.chunks) for t in tensors)
+
+
+def _data_bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path) if n != ".metadata")
 
 
 def _files_per_rank(path: str) -> dict[int, int]:
@@ -96,7 +101,7 @@ def saves() -> Iterator[list[Saved]]:
                     pool.run(w.step_save, path=path, thread_count=THREAD_COUNT)
                     size = os.path.getsize(os.path.join(path, ".metadata"))
                     out.append(Saved(world_size, layers, size, *_count(path),
-                                     _files_per_rank(path)))  # fmt: skip
+                                     _files_per_rank(path), _data_bytes(path)))  # fmt: skip
         yield out
     finally:
         shutil.rmtree(base)
@@ -145,3 +150,19 @@ def test_bytes_per_chunk_match_the_measured_slope(saves: list[Saved]) -> None:
     # Issue 15's figure: about 219 B per chunk all in (278 KB for 1,275 chunks) at 4 ranks.
     all_in = save_large.metadata_bytes / save_large.chunks
     assert save_large.chunks == 1275 and 200 <= all_in <= 240, all_in
+
+
+TOTAL_TOLERANCE = 0.0005
+"""The data files' bytes (state + torch.save framing) within 0.05 % of each save's."""
+
+
+def test_the_data_files_hold_the_state_and_its_framing(saves: list[Saved]) -> None:
+    """Ψ x K plus one torch.save framing per chunk and per byte entry is what the data files
+    hold; Ψ x K alone (the framing left out) misses by more than the tolerance."""
+    for save in saves:
+        profile = as_profile(save)
+        state = profile.parameters * K
+        predicted = state + dcp_framing_bytes(profile)
+        error = abs(predicted - save.data_bytes) / save.data_bytes
+        assert error <= TOTAL_TOLERANCE, (save, predicted, f"{error:.3%}")
+        assert abs(state - save.data_bytes) / save.data_bytes > TOTAL_TOLERANCE
