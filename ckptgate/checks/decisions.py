@@ -2,8 +2,8 @@
 against the measured write bandwidth.
 
 - interval from the failure rate: the chosen interval's lost work, Young's optimum for the
-  stall budget, and the goodput loss (lost work + stall); gated where the profile states a
-  ``checkpoint.goodput_budget``.
+  stall budget, and the goodput loss (lost work + restart + stall, each part named); gated
+  where the profile states a ``checkpoint.goodput_budget``.
 - stall budget written down: a sync save must hold the largest shard (uncapped) at the
   per-rank write bandwidth measured in the write rounds; in async mode it is what a sync save
   would cost, reported.
@@ -60,8 +60,12 @@ def interval_from_failure_rate(profile: Profile, sizing: Sizing) -> Item:
     detail = (
         f"{profile.name}: MTBF {format_seconds(s.mtbf_s)}; interval "
         f"{format_seconds(s.interval_s)} loses {s.lost_work_fraction * 100:.3g} % to failures "
-        f"({s.requirements['lost_work_fraction'].formula}) and {stall_fraction * 100:.3g} % to "
-        f"stalls (stall budget {format_seconds(s.stall_budget_s)}); Young's optimum "
+        f"({s.requirements['lost_work_fraction'].formula}), "
+        f"{s.restart_loss_fraction * 100:.3g} % to restarts "
+        f"({s.requirements['restart_loss_fraction'].formula}) and "
+        f"{stall_fraction * 100:.3g} % to stalls (stall budget "
+        f"{format_seconds(s.stall_budget_s)}): {s.goodput_loss_fraction * 100:.3g} % in all; "
+        f"Young's optimum "
         f"{format_seconds(s.optimal_interval_s)} ({s.requirements['optimal_interval_s'].formula})"
         f", the chosen interval is {young_ratio:.3g}x it"
     )
@@ -81,7 +85,7 @@ def interval_from_failure_rate(profile: Profile, sizing: Sizing) -> Item:
         required=checkpoint.goodput_budget,
         unit="fraction",
         better="lower",
-        detail=f"{detail}; lost work + stall against checkpoint.goodput_budget",
+        detail=f"{detail}; lost work + restart + stall against checkpoint.goodput_budget",
     )
 
 
