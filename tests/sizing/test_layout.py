@@ -32,7 +32,6 @@ def laid_out_profiles(draw):
         )
 
     arch = profile.model.architecture
-    assert arch is not None
     per_stage = None
     if arch is not None and draw(st.booleans()):
         cuts = sorted(draw(st.lists(st.integers(0, arch.layers), min_size=par.pp - 1,
@@ -94,7 +93,6 @@ def test_a_layout_spelling_out_the_parallelism_changes_nothing(profile):
     par = profile.cluster.parallelism
     same = ComponentLayout("split", par.zero_stage, par.replicas_write, par.dp)
     arch = profile.model.architecture
-    assert arch is not None
     explicit = Layout(same, same, same)
     if arch is not None and par.pp <= arch.layers:
         from ckptgate.sizing.shards import layers_per_stage
