@@ -18,6 +18,7 @@ from ckptgate.dcp.driver import DcpConfig, DcpResult, run_dcp
 from ckptgate.engine.records import BurstResult
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_bytes, format_seconds
+from ckptgate.sizing.dcp_plan import dcp_save_layout
 from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst, shard_file_name
 
@@ -94,9 +95,34 @@ def bytes_on_disk(run: DcpRun) -> Item:
         detail=f"{format_bytes(result.bytes_on_disk)} on disk in {result.files} files for "
         f"Ψ = {result.parameters:,}: nearest K = {result.matched_k}, "
         f"{format_bytes(result.overhead_bytes)} beyond it "
-        f"({format_bytes(result.metadata_bytes)} .metadata); tolerance ±{K_TOLERANCE}",
+        f"({format_bytes(result.metadata_bytes)} .metadata); tolerance ±{K_TOLERANCE}; "
+        f"{planned_files_text(run)}",
         better="equal",
         scope=SCOPE,
+    )
+
+
+PLAN_TOLERANCE = 0.02
+"""A data file matches DCP's planner (sizing.dcp_plan) within 2 % of its apparent size."""
+
+
+def planned_files_text(run: DcpRun) -> str:
+    """How the save's data files compare with DCP's own planning replayed
+    (``sizing.dcp_plan.dcp_save_layout``, FSDP layout): reported beside the bytes, not gated
+    (it checks the layout model, not the storage)."""
+    spec = run.ctx.profile.dcp
+    k = run.ctx.profile.model.bytes_per_parameter
+    plan = dcp_save_layout(spec.architecture, k, spec.world_size, spec.thread_count, "fsdp")
+    real = {f.name: f.apparent_bytes for f in run.result.file_list if f.name.endswith(".distcp")}
+    off = sorted(
+        name
+        for name in set(plan.files) | set(real)
+        if abs(plan.files.get(name, 0) - real.get(name, 0)) > PLAN_TOLERANCE * real.get(name, 1)
+    )
+    where = "every file within 2 %" if not off else f"{len(off)} off by > 2 % ({off[0]}, ...)"
+    return (
+        f"DCP's planner replayed (sizing.dcp_plan) names {len(plan.files)} data files of "
+        f"{format_bytes(plan.total_bytes)}, {len(real)} written: {where}"
     )
 
 
