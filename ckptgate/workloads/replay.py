@@ -9,15 +9,21 @@ user's own layout instead of the profile's model of it.
 
 Naming rules, first match wins, for each regular file (relative path ``p``):
 
-1. ``.metadata`` (PyTorch DCP) or ``latest_checkpointed_iteration.txt`` (Megatron's tracker,
-   written by rank 0 once the save is done), the shallowest one: the coordinator's metadata
-   file, written after every rank's files (any other copy is an ordinary file);
+1. the shallowest ``.metadata`` (PyTorch DCP's, which the coordinator writes at commit), else
+   the shallowest ``latest_checkpointed_iteration.txt`` (Megatron's tracker, written by rank 0
+   once the save is done): the coordinator's metadata file, written after every rank's files
+   (any other copy is an ordinary file, so a tracker never takes a nested ``.metadata``'s
+   place);
 2. ``__{rank}_{index}.distcp`` (DCP's FileSystemWriter): rank ``rank`` of its directory,
    file ``index``;
-3. a path through a directory named ``mp_rank_XX`` or ``mp_rank_XX_YYY`` (Megatron: tensor
+3. DeepSpeed's files: ``[bf16_]zero_pp_rank_D_mp_rank_M_optim_states.pt`` is written by the
+   rank at data-parallel rank D of model-parallel rank M, and ``mp_rank_M_model_states.pt`` by
+   data-parallel rank 0 of M, so it joins ``zero_pp_rank_0_mp_rank_M``'s rank (DeepSpeed's
+   ``engine.py`` checkpoint naming); ranks in (M, D) order;
+4. a path through a directory named ``mp_rank_XX`` or ``mp_rank_XX_YYY`` (Megatron: tensor
    rank ``XX``, pipeline rank ``YYY``, an optional expert rank after): that directory's rank,
    its files in name order;
-4. anything else: a rank of its own (one writer per file; ``fileplan.lanes`` deals such files
+5. anything else: a rank of its own (one writer per file; ``fileplan.lanes`` deals such files
    over the local ranks, largest first).
 
 Ranks are numbered in the order of (directory, kind, the numbers in their names), so a DCP
@@ -43,6 +49,8 @@ ALLOWED = (
 METADATA_NAMES = (".metadata", "latest_checkpointed_iteration.txt")
 _DCP = re.compile(r"__(\d+)_(\d+)\.distcp")
 _MEGATRON = re.compile(r"mp_rank_(\d+)(?:_(\d+))*")
+_DEEPSPEED_OPTIM = re.compile(r"(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt")
+_DEEPSPEED_MODEL = re.compile(r"mp_rank_(\d+)_model_states\.pt")
 
 
 class ReplayError(ValueError):
@@ -74,12 +82,18 @@ def _walk(root: str, relative: str = "") -> Iterator[_Scanned | str]:
 
 
 def _rank_key(path: str) -> tuple[tuple[object, ...], int] | None:
-    """(the rank's sort key, the file's index within it) by rules 2 and 3, or None."""
+    """(the rank's sort key, the file's index within it) by rules 2 to 4, or None."""
     parts = path.split("/")
     directory, name = "/".join(parts[:-1]), parts[-1]
     dcp = _DCP.fullmatch(name)
     if dcp:
         return (directory, 0, int(dcp.group(1))), int(dcp.group(2))
+    optim = _DEEPSPEED_OPTIM.fullmatch(name)
+    if optim:
+        return (directory, 1, int(optim.group(2)), int(optim.group(1))), 1
+    model = _DEEPSPEED_MODEL.fullmatch(name)
+    if model:
+        return (directory, 1, int(model.group(1)), 0), 0
     for depth, part in enumerate(parts[:-1]):
         if _MEGATRON.fullmatch(part):
             numbers = tuple(int(n) for n in re.findall(r"\d+", part))
@@ -114,7 +128,7 @@ def scan_checkpoint(directory: str) -> FilePlan:
         raise ReplayError(f"{where}: holds no regular file; allowed: {ALLOWED}")
     metadata = min(
         (f for f in files if f.path.rsplit("/", 1)[-1] in METADATA_NAMES),
-        key=lambda f: (f.path.count("/"), f.path),
+        key=lambda f: (METADATA_NAMES.index(f.path.rsplit("/", 1)[-1]), f.path.count("/"), f.path),
         default=None,
     )
     groups: dict[tuple[object, ...], list[tuple[int, _Scanned]]] = {}
@@ -128,15 +142,16 @@ def scan_checkpoint(directory: str) -> FilePlan:
             groups.setdefault(key[0], []).append((key[1], f))
     planned: list[PlannedFile] = []
     kinds = {0: 0, 1: 0, 2: 0}
-    for rank, key in enumerate(sorted(groups, key=_sortable)):
-        kinds[int(str(key[1]))] += 1
-        members = sorted(groups[key], key=lambda m: (m[0], m[1].path))
+    for rank, group in enumerate(sorted(groups, key=_sortable)):
+        kinds[int(str(group[1]))] += 1
+        members = sorted(groups[group], key=lambda m: (m[0], m[1].path))
         planned.extend(
             PlannedFile(f.path, f.bytes, rank, index) for index, (_, f) in enumerate(members)
         )
     rule = (
         f"replay of {directory}: {kinds[0]} DCP rank(s) (__{{rank}}_{{index}}.distcp), "
-        f"{kinds[1]} Megatron rank(s) (mp_rank_XX_YYY/), {kinds[2]} other file(s) (a "
+        f"{kinds[1]} DeepSpeed/Megatron rank(s) (zero_pp_rank_D_mp_rank_M_*, mp_rank_XX_YYY/), "
+        f"{kinds[2]} other file(s) (a "
         f"rank each); metadata {metadata.path if metadata else 'none'}"
         + (f"; {len(skipped)} symbolic link(s) or special file(s) skipped" if skipped else "")
     )

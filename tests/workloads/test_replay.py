@@ -84,6 +84,44 @@ def test_a_megatron_tree_is_one_rank_per_mp_rank_directory_in_megatrons_order(
     ]
 
 
+def test_a_deepspeed_tree_groups_each_ranks_files_by_the_rank_that_wrote_them(
+    tmp_path: Path,
+) -> None:
+    # ZeRO over dp 3, mp 2: each (mp, dp) rank writes its optimizer shard; dp rank 0 of each
+    # mp rank also writes that mp rank's model states.
+    root = tmp_path / "global_step100"
+    for mp in range(2):
+        sparse(root / f"mp_rank_{mp:02d}_model_states.pt", 7 * MB)
+        for dp in range(3):
+            sparse(root / f"bf16_zero_pp_rank_{dp}_mp_rank_{mp:02d}_optim_states.pt", 3 * MB)
+    sparse(tmp_path / "latest", 16)
+    plan = scan_checkpoint(str(tmp_path))
+    by_rank: dict[int, list[str]] = {}
+    for f in plan.files:
+        by_rank.setdefault(f.global_rank, []).append(f.name.rsplit("/", 1)[-1])
+    assert plan.ranks == 1 + 6  # `latest` is a file of its own
+    writers = [names for names in by_rank.values() if len(names) > 1 or "latest" not in names]
+    assert writers == [
+        ["mp_rank_00_model_states.pt", "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"],
+        ["bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"],
+        ["bf16_zero_pp_rank_2_mp_rank_00_optim_states.pt"],
+        ["mp_rank_01_model_states.pt", "bf16_zero_pp_rank_0_mp_rank_01_optim_states.pt"],
+        ["bf16_zero_pp_rank_1_mp_rank_01_optim_states.pt"],
+        ["bf16_zero_pp_rank_2_mp_rank_01_optim_states.pt"],
+    ]
+
+
+def test_a_nested_dcp_metadata_is_the_coordinators_not_a_shallower_tracker(
+    tmp_path: Path,
+) -> None:
+    sparse(tmp_path / "ckpt" / "__0_0.distcp", MB)
+    sparse(tmp_path / "ckpt" / ".metadata", 4096)
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("100")
+    plan = scan_checkpoint(str(tmp_path))
+    assert plan.metadata_name == "ckpt/.metadata" and plan.metadata_bytes == 4096
+    assert "latest_checkpointed_iteration.txt" in [f.name for f in plan.files]
+
+
 def test_any_other_tree_is_a_rank_per_file_and_symlinks_are_skipped(tmp_path: Path) -> None:
     sparse(tmp_path / "a" / "model.safetensors", 5 * MB)
     sparse(tmp_path / "b.bin", 1)
