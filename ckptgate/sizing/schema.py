@@ -97,6 +97,9 @@ class Layout:
     layers: ComponentLayout = _DEFAULT_COMPONENT
     extra_state_bytes_per_rank: int = field(default=0, metadata=meta("bytes", ge=0))
     layers_per_stage: tuple[int, ...] | None = field(default=None, metadata=meta(ge=0))
+    writer: str = field(default="megatron", metadata=meta(choices=("megatron", "dlio")))
+    """Who writes what: ``megatron`` (the per-component rules above, sizing.shards) or
+    ``dlio`` (DLIO's own layout, as MLPerf Storage runs it: sizing.dlio)."""
 
 
 COMPONENTS = ("embedding", "head", "layers")

@@ -39,6 +39,7 @@ from ckptgate.sizing.architecture import (
     layer_parameters,
     output_head_parameters,
 )
+from ckptgate.sizing.dlio import dlio_layers_per_stage, dlio_layout
 from ckptgate.sizing.schema import COMPONENTS, ComponentLayout, Profile
 from ckptgate.sizing.units import format_bytes, format_count
 
@@ -399,7 +400,10 @@ def _tp_slices(params: int, tp: int, how: str) -> list[int]:
 
 
 def shard_distribution(profile: Profile) -> ShardDistribution:
-    """Per-global-rank bytes for the profile (see the module docstring for the rule)."""
+    """Per-global-rank bytes for the profile (see the module docstring for the rule; with
+    ``cluster.layout.writer: dlio``, DLIO's layout, sizing.dlio)."""
+    if profile.cluster.layout.writer == "dlio":
+        return _dlio_distribution(profile)
     par = profile.cluster.parallelism
     tp, pp, dp = par.tp, par.pp, par.dp
     k = profile.model.bytes_per_parameter
@@ -427,6 +431,41 @@ def shard_distribution(profile: Profile) -> ShardDistribution:
         dp=dp,
         stage_parameters=tuple(stages),
         extra_state_bytes=extra * tp * pp * dp,
+    )
+
+
+def _dlio_distribution(profile: Profile) -> ShardDistribution:
+    """The shard distribution of DLIO's layout (sizing.dlio.dlio_layout)."""
+    par = profile.cluster.parallelism
+    arch = profile.model.architecture
+    assert arch is not None  # dlio_layout refuses a profile without one
+    layout = dlio_layout(profile)
+    counts = dlio_layers_per_stage(arch.layers, par.pp)
+    spread = "/".join(str(n) for n in sorted(set(counts), reverse=True))
+    note = (
+        f"DLIO's layout (cluster.layout.writer: dlio): {arch.layers} layers over {par.pp} "
+        f"stages ({spread} per stage, extras to the first); the model (2 B/parameter) from dp "
+        f"rank 0 only, one file per layer per tp rank; the optimizer "
+        f"({profile.model.bytes_per_parameter - 2} B/parameter) split evenly over all "
+        f"{format_count(par.tp * par.pp * par.dp)} ranks; {format_count(layout.file_count)} "
+        "files, no .metadata"
+    )
+    convention = convention_note(arch)
+    if convention is not None:
+        note += f" ({convention})"
+    per_stage = [n * layer_parameters(arch) for n in counts]
+    per_stage[0] += embedding_parameters(arch)
+    per_stage[-1] += final_norm_parameters(arch) + output_head_parameters(arch)
+    k = profile.model.bytes_per_parameter
+    return ShardDistribution(
+        per_rank_bytes=layout.per_rank_bytes,
+        checkpoint_bytes=profile.parameters * k,
+        policy_note=note,
+        gpus_per_node=profile.cluster.gpus_per_node,
+        tp=par.tp,
+        pp=par.pp,
+        dp=par.dp,
+        stage_parameters=tuple(per_stage),
     )
 
 
