@@ -6,9 +6,9 @@ One job: DLIO's layout rules, in exact integers, for a profile with an architect
 1. Pipeline stages get ``layers // pp`` transformer layers each, the ``layers mod pp`` extra
    ones to the first stages (stage 0, 1, ...).
 2. The model (2 B per parameter, or K where K < 2) is written only by data-parallel rank 0
-   of each (tp, pp) rank, one file per layer it holds, each layer's tensor-parallel slice (an even split over
-   tp): the token embedding on the first stage, the final norm and the output head on the last
-   stage, each a file of its own.
+   of each (tp, pp) rank, one file per layer it holds, each layer's tensor-parallel slice (an
+   even split over tp): the token embedding on the first stage, the final norm and the output
+   head on the last stage, each a file of its own.
 3. The optimizer state (the other K - 2 B per parameter) is split evenly over all ranks,
    whatever the ZeRO stage: one file per rank.
 4. No ``.metadata``: each rank writes 1 to 6 files.
