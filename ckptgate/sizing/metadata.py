@@ -139,7 +139,10 @@ def dcp_metadata_chunks(profile: Profile) -> int:
 def dcp_metadata_bytes(profile: Profile) -> int:
     """Bytes of the checkpoint's global ``.metadata`` as DCP writes it: dcp_metadata_tensors
     x 160 B + dcp_metadata_chunks x 171 B + DCP_BYTE_ENTRIES x 56 B + gpus x 260 B (fitted
-    to 24 real DCP saves by tests/dcp/test_metadata.py, each within 3 %)."""
+    to 24 real DCP saves by tests/dcp/test_metadata.py, each within 3 %). 0 under
+    ``cluster.layout.writer: dlio``: DLIO writes no .metadata."""
+    if profile.cluster.layout.writer == "dlio":
+        return 0
     return (
         dcp_metadata_tensors(profile) * DCP_METADATA_BYTES_PER_TENSOR
         + dcp_metadata_chunks(profile) * DCP_METADATA_BYTES_PER_CHUNK
@@ -152,7 +155,10 @@ def dcp_framing_bytes(profile: Profile) -> int:
     """Bytes the data files hold besides the state's Ψ x K: one torch.save per chunk
     (dcp_metadata_chunks x 1,577 B; an Adam step's 4 B fit inside its framing) and one per
     byte entry (1,261 B each; the param group's list of names more). Source: torch 2.13,
-    measured by tests/dcp/test_plan_fidelity.py (sizing.dcp_plan)."""
+    measured by tests/dcp/test_plan_fidelity.py (sizing.dcp_plan). 0 under
+    ``cluster.layout.writer: dlio`` (DLIO's per-file framing is not modelled)."""
+    if profile.cluster.layout.writer == "dlio":
+        return 0
     arch = profile.model.architecture
     names = list(parameter_shapes(arch)) if arch is not None else []
     return (

@@ -30,6 +30,7 @@ from typing import Any
 
 from ckptgate.sizing.checklist import modules_measuring
 from ckptgate.sizing.dcp_plan import TORCH_SAVE_FRAMING_BYTES
+from ckptgate.sizing.dlio import dlio_layout
 from ckptgate.sizing.metadata import (
     DCP_BYTE_ENTRIES,
     DCP_METADATA_BYTES_PER_BYTE_ENTRY,
@@ -768,14 +769,20 @@ def staging_bytes_per_node(b: Basis) -> int:
     "Files per checkpoint",
     "files",
     lambda b: (
-        f"{format_count(b.profile.cluster.gpus)} GPUs x "
+        f"DLIO's files: {format_count(b.profile.cluster.gpus)} optimizer files + a model file "
+        "per layer and tp rank, no .metadata"
+        if b.profile.cluster.layout.writer == "dlio"
+        else f"{format_count(b.profile.cluster.gpus)} GPUs x "
         f"{b.profile.checkpoint.files_per_rank} file/rank + 1 .metadata"
     ),
     SRC_DCP,
     TEST_METADATA_STORM,
 )
 def files_per_checkpoint(b: Basis) -> int:
-    """gpus x files_per_rank + 1 global .metadata. Source: PyTorch Distributed Checkpoint."""
+    """gpus x files_per_rank + 1 global .metadata; under ``cluster.layout.writer: dlio`` the
+    files DLIO writes. Source: PyTorch Distributed Checkpoint; sizing.dlio."""
+    if b.profile.cluster.layout.writer == "dlio":
+        return dlio_layout(b.profile).file_count
     return b.profile.cluster.gpus * b.profile.checkpoint.files_per_rank + 1
 
 

@@ -60,3 +60,9 @@ def test_the_megatron_writer_is_what_the_other_profiles_keep() -> None:
     with pytest.raises(ProfileError) as refused:
         load_profile("405b", ["cluster.layout.writer=deepspeed"])
     assert "cluster.layout.writer" in str(refused.value) and "dlio" in str(refused.value)
+
+
+def test_a_dlio_profile_counts_dlios_files_and_no_metadata() -> None:
+    s = derive(load_profile("mlperf-405b"))
+    assert s.files_per_checkpoint == 1544 and s.dcp_metadata_bytes == 0
+    assert s.save_bytes == s.written_bytes
