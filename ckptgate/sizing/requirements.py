@@ -468,7 +468,9 @@ def largest_node_bytes(b: Basis) -> int:
     "DCP .metadata (one coordinator, at commit)",
     "B",
     lambda b: (
-        f"{format_count(dcp_metadata_tensors(b.profile))} tensors x "
+        "none: DLIO writes no .metadata (cluster.layout.writer: dlio)"
+        if b.profile.cluster.layout.writer == "dlio"
+        else f"{format_count(dcp_metadata_tensors(b.profile))} tensors x "
         f"{DCP_METADATA_BYTES_PER_TENSOR} B + {format_count(dcp_metadata_chunks(b.profile))} "
         f"chunks x {DCP_METADATA_BYTES_PER_CHUNK} B + {DCP_BYTE_ENTRIES} byte entries x "
         f"{DCP_METADATA_BYTES_PER_BYTE_ENTRY} B + {format_count(b.profile.cluster.gpus)} ranks x "
