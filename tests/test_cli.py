@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ckptgate.cli import CLOSED_PIPE_EXIT, run_argv
+from ckptgate.cli import run_argv
+from ckptgate.pipes import CLOSED_PIPE_EXIT
 
 
 def _ckptgate(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

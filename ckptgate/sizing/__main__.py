@@ -2,7 +2,7 @@
 
 import sys
 
-from ckptgate.cli import quiet_on_closed_pipe
+from ckptgate.pipes import quiet_on_closed_pipe
 from ckptgate.sizing.cli import main
 
 sys.exit(quiet_on_closed_pipe(main))
