@@ -4,10 +4,7 @@ plot; and the same page in a real headless browser (Debian's chromium) where it 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -16,6 +13,7 @@ import pytest
 from ckptgate.report import figures
 from ckptgate.report.html import render_report
 from ckptgate.report.schema import load_saved
+from tests.report.browser import browser, chromium
 from tests.report.saved_runs import saved_report, saved_run
 
 FIGURES = ("margins", "timeline-write", "timeline-read", "timeline-contention-writers",
@@ -102,28 +100,13 @@ window.addEventListener("load", () => {
 </script>"""
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _browser(page: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    chromium = _chromium()
-    assert chromium is not None
-    options = ["--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-               "--window-size=1200,2000", "--virtual-time-budget=5000"]  # fmt: skip
-    command = [chromium, *options, *args, page.as_uri()]
-    if os.geteuid() == 0:
-        command.insert(1, "--no-sandbox")
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
-
-
-@pytest.mark.skipif(_chromium() is None, reason="no chromium: apt-get install chromium")
+@pytest.mark.skipif(chromium() is None, reason="no chromium: apt-get install chromium")
 @pytest.mark.skipif(not figures.available(), reason="matplotlib (the report extra) not installed")
 def test_a_headless_browser_loads_the_page_and_draws_every_figure(tmp_path: Path) -> None:
     page = render_report(saved_report())
     probed = tmp_path / "probed.html"
     probed.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    dom = _browser(probed, "--dump-dom")
+    dom = browser(probed, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
     assert found, "the page did not finish loading"
@@ -133,5 +116,5 @@ def test_a_headless_browser_loads_the_page_and_draws_every_figure(tmp_path: Path
     report = tmp_path / "report.html"
     report.write_text(page, encoding="utf-8")
     shot = tmp_path / "report.png"
-    result = _browser(report, f"--screenshot={shot}")
+    result = browser(report, f"--screenshot={shot}")
     assert result.returncode == 0 and shot.stat().st_size > 10_000, result.stderr[-2000:]
