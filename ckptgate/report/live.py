@@ -2,9 +2,14 @@
 
 The sampler (``ckptgate.engine.sampler``) hands each new ``NodeProgress`` of this node to
 ``LiveProgress.update``; the other nodes' latest come from ``peers`` (their heartbeats). A
-phase shorter than ``show_after_s`` prints nothing. On a terminal the line is redrawn in place
-every ``tty_every_s``; in a batch log (not a tty) a new line is written every
-``batch_every_s``; either way the phase's last line is written when it ends. The line reads
+phase shorter than ``show_after_s`` prints nothing, unless the display has been silent for
+``max_silence_s``: a string of short phases (an untimed verification, data generation, a
+readback) then shows the one under way, so that no stretch of a run passes without a line. A
+phase is timed from when its run began on this node (the ranks may prepare before the common
+start: such a line says so). On a terminal the line is redrawn in place every
+``tty_every_s``; in a batch log (not a tty) a new line is written every ``batch_every_s``;
+either way a phase that printed writes its last line, ``done in ...``, when it ends. The line
+reads
 
     ckptgate: write burst  1.20 GB / 4.00 GB (30.0%)  610 MB/s  ETA 4.59 s  slowest node 1
     global rank 3 (21.0%)  [2 nodes, 16 ranks]
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from ckptgate.engine.sampler import NodeProgress, Peers
 from ckptgate.sizing.units import format_bytes, format_count, format_rate, format_seconds
@@ -26,8 +32,12 @@ SHOW_AFTER_S = 2.0
 """A phase shorter than this prints nothing (a tmpfs CI run stays as quiet as before)."""
 TTY_EVERY_S = 0.5
 """How often the redrawn line changes on a terminal."""
-BATCH_EVERY_S = 5.0
-"""How often a batch log gets a line during one phase."""
+BATCH_EVERY_S = 4.0
+"""How often a batch log gets a line during one phase (under 5 s with the watch loop's 0.2 s
+steps between samples)."""
+MAX_SILENCE_S = 4.0
+"""The longest the display stays silent while a run is under way, across phases (a phase
+shorter than ``show_after_s`` is shown once the display has been quiet this long)."""
 
 
 def _no_peers() -> dict[int, NodeProgress]:
@@ -60,7 +70,9 @@ def progress_line(parts: Sequence[NodeProgress]) -> str:
         left = total_files - done_files if total_files else 0
     # ETA before the slowest rank: a narrow terminal cuts the redrawn line from the right
     fields = [f"ckptgate: {first.phase}", amount, rate]
-    if first.running and left > 0 and per_s > 0:
+    if first.running and not first.released:
+        fields.append(f"before the common start ({format_seconds(first.elapsed_s)})")
+    elif first.running and left > 0 and per_s > 0:
         fields.append(f"ETA {format_seconds(left / per_s)}")
     elif not first.running:
         behind = sum(p.running for p in parts[1:])
@@ -101,6 +113,7 @@ class LiveProgress:
         show_after_s: float = SHOW_AFTER_S,
         tty_every_s: float = TTY_EVERY_S,
         batch_every_s: float = BATCH_EVERY_S,
+        max_silence_s: float = MAX_SILENCE_S,
     ) -> None:
         self.write_line = write_line
         self.rewrite = rewrite
@@ -110,24 +123,36 @@ class LiveProgress:
         self.clock = clock
         self.show_after_s = show_after_s
         self.every_s = tty_every_s if tty else batch_every_s
+        self.max_silence_s = max_silence_s
         self._shown = False
         self._last_shown = 0.0
+        self._run: tuple[str, int] | None = None
+        self._run_began = 0.0
+        self._quiet_since: float | None = None
 
     def update(self, mine: NodeProgress) -> None:
         """This node's newest snapshot (called by the sampler every watch step)."""
         if not self.enabled:
             return
+        now = self.clock()
+        if self._quiet_since is None:
+            self._quiet_since = now
+        if (mine.phase, mine.nth) != self._run:
+            self._run, self._run_began = (mine.phase, mine.nth), now
+            self._shown = False
+        if not mine.released:  # preparing, or an untimed task: its age is the run's
+            mine = replace(mine, elapsed_s=now - self._run_began)
         if not mine.running:
             if self._shown:
                 self._show(self._line(mine), final=True)
-            self._shown = False
+            self._shown, self._run = False, None
             return
-        if mine.elapsed_s < self.show_after_s:
-            return
-        now = self.clock()
+        age_s = max(now - self._run_began, mine.elapsed_s)
+        quiet_s = now - self._quiet_since
         if self._shown and now - self._last_shown < self.every_s:
             return
-        self._last_shown = now
+        if not self._shown and age_s < self.show_after_s and quiet_s < self.max_silence_s:
+            return
         self._show(self._line(mine), final=False)
 
     def _line(self, mine: NodeProgress) -> str:
@@ -146,3 +171,4 @@ class LiveProgress:
             if final:
                 self.write_line("")  # the phase's last line stays; pytest goes on below
         self._shown = True
+        self._last_shown = self._quiet_since = self.clock()
