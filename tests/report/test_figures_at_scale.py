@@ -6,10 +6,12 @@ page drawn by a real headless browser at each scale, its plot areas measured whe
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,14 +34,29 @@ MAX_XTICKS_PER_AXES = 16
 """Labels a 9-inch axis holds side by side without overlapping ("node 255" is ~45 pt)."""
 
 
+SCALING = importlib.util.find_spec("scipy") is not None
+"""The scaling sweep's figure needs its fit (scipy, the projection extra)."""
+FIGURES = 10 if SCALING else 9
+
+
+def _report_at(ranks: int) -> dict[str, Any]:
+    data = saved_run_at(ranks)
+    if SCALING:
+        from tests.report.test_scaling_report import sweep_section
+
+        data["scaling"] = sweep_section()
+    return data
+
+
 @pytest.fixture(scope="module")
 def pages() -> dict[int, tuple[str, list[str]]]:
     """The page at each scale and the warnings raised while rendering it (rendered once)."""
     out = {}
     for ranks in SCALES:
+        data = load_saved(_report_at(ranks), "run.json")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            page = render_report(load_saved(saved_run_at(ranks), "run.json"))
+            page = render_report(data)
         out[ranks] = (page, [f"{w.category.__name__}: {w.message}" for w in caught])
     return out
 
@@ -52,7 +69,7 @@ def test_rendering_raises_no_warning(pages: dict[int, tuple[str, list[str]]], ra
 @pytest.mark.parametrize("ranks", SCALES, ids=lambda r: f"ranks={r}")
 def test_every_figure_is_mostly_plot(pages: dict[int, tuple[str, list[str]]], ranks: int) -> None:
     drawn = figures_of(pages[ranks][0])
-    assert len(drawn) == 9, sorted(drawn)
+    assert len(drawn) == FIGURES, sorted(drawn)
     for name, svg in drawn.items():
         shape = geometry(name, svg)
         assert shape.plot_areas, f"{name}: no plot area"
@@ -110,7 +127,7 @@ def test_a_headless_browser_draws_every_figure_mostly_plot(
     found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
     assert found, "the page did not finish loading"
     drawn = json.loads(found.group(1).replace("&quot;", '"'))
-    assert len(drawn) == 9, drawn
+    assert len(drawn) == FIGURES, drawn
     for name, width, height, plot_fraction in drawn:
         assert width > 100 and height > 50, (name, width, height)
         assert plot_fraction >= MIN_PLOT_FRACTION, (name, plot_fraction)
