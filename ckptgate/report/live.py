@@ -21,9 +21,10 @@ and no waiting.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ckptgate.engine.sampler import NodeProgress, Peers
 from ckptgate.sizing.units import format_bytes, format_count, format_rate, format_seconds
@@ -124,36 +125,39 @@ class LiveProgress:
         self.show_after_s = show_after_s
         self.every_s = tty_every_s if tty else batch_every_s
         self.max_silence_s = max_silence_s
-        self._shown = False
-        self._last_shown = 0.0
-        self._run: tuple[str, int] | None = None
-        self._run_began = 0.0
+        self._runs: dict[tuple[str, int], _RunShown] = {}
         self._quiet_since: float | None = None
+        self._lock = threading.Lock()
 
     def update(self, mine: NodeProgress) -> None:
-        """This node's newest snapshot (called by the sampler every watch step)."""
+        """This node's newest snapshot of one run (called by a sampler every watch step; the
+        contention readers' pool has its own sampler, on another thread, beside the writers')."""
         if not self.enabled:
             return
-        now = self.clock()
+        with self._lock:
+            self._update(mine, self.clock())
+
+    def _update(self, mine: NodeProgress, now: float) -> None:
         if self._quiet_since is None:
             self._quiet_since = now
-        if (mine.phase, mine.nth) != self._run:
-            self._run, self._run_began = (mine.phase, mine.nth), now
-            self._shown = False
+        key = (mine.phase, mine.nth)
+        run = self._runs.get(key)
+        if run is None:
+            run = self._runs[key] = _RunShown(began_s=now)
         if not mine.released:  # preparing, or an untimed task: its age is the run's
-            mine = replace(mine, elapsed_s=now - self._run_began)
+            mine = replace(mine, elapsed_s=now - run.began_s)
         if not mine.running:
-            if self._shown:
-                self._show(self._line(mine), final=True)
-            self._shown, self._run = False, None
+            if run.shown:
+                self._show(self._line(mine), run, final=True)
+            del self._runs[key]
             return
-        age_s = max(now - self._run_began, mine.elapsed_s)
+        age_s = max(now - run.began_s, mine.elapsed_s)
         quiet_s = now - self._quiet_since
-        if self._shown and now - self._last_shown < self.every_s:
+        if run.shown and now - run.last_shown_s < self.every_s:
             return
-        if not self._shown and age_s < self.show_after_s and quiet_s < self.max_silence_s:
+        if not run.shown and age_s < self.show_after_s and quiet_s < self.max_silence_s:
             return
-        self._show(self._line(mine), final=False)
+        self._show(self._line(mine), run, final=False)
 
     def _line(self, mine: NodeProgress) -> str:
         others = [
@@ -163,12 +167,21 @@ class LiveProgress:
         ]
         return progress_line([mine, *others])
 
-    def _show(self, line: str, final: bool) -> None:
+    def _show(self, line: str, run: _RunShown, final: bool) -> None:
         if not self.tty:
             self.write_line(line)
         else:
             self.rewrite(line)
             if final:
                 self.write_line("")  # the phase's last line stays; pytest goes on below
-        self._shown = True
-        self._last_shown = self._quiet_since = self.clock()
+        run.shown = True
+        run.last_shown_s = self._quiet_since = self.clock()
+
+
+@dataclass
+class _RunShown:
+    """What the display did for one run under way: when it began here, whether it printed."""
+
+    began_s: float
+    shown: bool = False
+    last_shown_s: float = 0.0

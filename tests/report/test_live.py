@@ -240,3 +240,19 @@ def test_ranks_preparing_before_the_common_start_are_shown_and_timed() -> None:
     assert "before the common start" in out.lines[0]
     assert max(gaps_s([0.0, *out.at_s])) <= 5.0
     assert "done in 8.00 s" in out.lines[-1]
+
+
+def test_writers_and_the_contention_readers_each_get_their_lines_and_done_in() -> None:
+    # two pools, two samplers, one display: neither run's state resets the other's
+    clock = Clock()
+    out = Timed(clock)
+    live = LiveProgress(out, out, tty=False, clock=clock)
+    for step in range(1, 51):  # 10 s, the two watch loops interleaved
+        clock.now = 0.2 * step
+        live.update(snapshot(clock.now, int(clock.now * GB), phase="contended writes"))
+        live.update(snapshot(clock.now, int(clock.now * GB), phase="dataloader readers"))
+    live.update(snapshot(10.0, 4 * GB, running=False, phase="contended writes"))
+    live.update(snapshot(10.0, 4 * GB, running=False, phase="dataloader readers"))
+    for phase in ("contended writes", "dataloader readers"):
+        mine = [line for line in out.lines if f"ckptgate: {phase} " in line]
+        assert len(mine) >= 3 and "done in 10.0 s" in mine[-1], out.lines
