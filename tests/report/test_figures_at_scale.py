@@ -7,7 +7,6 @@ page drawn by a real headless browser at each scale, its plot areas measured whe
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 import warnings
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from ckptgate.report import figures
 from ckptgate.report.html import render_report
 from ckptgate.report.schema import load_saved
-from tests.report.browser import browser, chromium
+from tests.report.browser import chromium, probed_figures
 from tests.report.figure_geometry import figures_of, geometry
 from tests.report.saved_runs import saved_run_at
 
@@ -96,37 +95,12 @@ def test_the_bandwidth_figure_does_not_grow_with_the_nodes(
     assert sizes[2048] < 1.5 * sizes[64], sizes
 
 
-# Each figure's plot areas (the axes background patches) as the browser laid them out, over the
-# figure's own rendered box.
-PROBE = """<script>
-window.addEventListener("load", () => {
-  const out = [...document.querySelectorAll("svg.figure")].map((svg) => {
-    const box = svg.getBoundingClientRect();
-    const areas = [...svg.querySelectorAll('g[id*="-axes_"] > g[id*="-patch_"]:first-child path')]
-      .map((p) => p.getBoundingClientRect()).map((r) => r.width * r.height);
-    return [svg.dataset.figure, box.width, box.height,
-            areas.reduce((a, b) => a + b, 0) / (box.width * box.height)];
-  });
-  const pre = document.createElement("pre");
-  pre.id = "probe";
-  pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
-});
-</script>"""
-
-
 @pytest.mark.skipif(chromium() is None, reason="no chromium: apt-get install chromium")
 @pytest.mark.parametrize("ranks", SCALES, ids=lambda r: f"ranks={r}")
 def test_a_headless_browser_draws_every_figure_mostly_plot(
     pages: dict[int, tuple[str, list[str]]], ranks: int, tmp_path: Path
 ) -> None:
-    probed = tmp_path / "probed.html"
-    probed.write_text(pages[ranks][0].replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    dom = browser(probed, "--dump-dom")
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
-    assert found, "the page did not finish loading"
-    drawn = json.loads(found.group(1).replace("&quot;", '"'))
+    drawn = probed_figures(pages[ranks][0], tmp_path)
     assert len(drawn) == FIGURES, drawn
     for name, width, height, plot_fraction in drawn:
         assert width > 100 and height > 50, (name, width, height)
