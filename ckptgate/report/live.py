@@ -36,18 +36,23 @@ TTY_EVERY_S = 0.5
 BATCH_EVERY_S = 4.0
 """How often a batch log gets a line during one phase (under 5 s with the watch loop's 0.2 s
 steps between samples)."""
-MAX_SILENCE_S = 4.0
-"""The longest the display stays silent while a run is under way, across phases (a phase
-shorter than ``show_after_s`` is shown once the display has been quiet this long)."""
+MAX_SILENCE_S = 3.5
+"""How long the display stays silent, across phases, before it shows a phase shorter than
+``show_after_s`` (once that phase is ``MIN_AGE_S`` old: with the watch loop's 0.2 s steps and
+the parent's work between runs, no gap reaches 5 s)."""
+MIN_AGE_S = 0.5
+"""A phase this young is never shown (its line would read 0 B at 0 B/s)."""
 
 
 def _no_peers() -> dict[int, NodeProgress]:
     return {}
 
 
-def progress_line(parts: Sequence[NodeProgress]) -> str:
+def progress_line(parts: Sequence[NodeProgress], since_begin_s: float | None = None) -> str:
     """One line for one phase over ``parts`` (one ``NodeProgress`` per node, node 0 first):
-    done of the total, aggregate rate, slowest rank, ETA."""
+    done of the total, aggregate rate, slowest rank, ETA. ``since_begin_s``, at the end: the
+    time since the run began on this node, named beside ``done in`` (timed from the common
+    start) where the ranks' preparation before it took ``MIN_AGE_S`` or more."""
     first = parts[0]
     done_bytes = sum(p.bytes for p in parts)
     done_files = sum(p.files for p in parts)
@@ -83,7 +88,11 @@ def progress_line(parts: Sequence[NodeProgress]) -> str:
                 f"{behind} other node{'s' if behind != 1 else ''} running at the last beat"
             )
         else:
-            fields.append(f"done in {format_seconds(first.elapsed_s)}")
+            done = f"done in {format_seconds(first.elapsed_s)}"
+            prepared_s = (since_begin_s or 0.0) - first.elapsed_s
+            if first.released and since_begin_s is not None and prepared_s >= MIN_AGE_S:
+                done += f" ({format_seconds(since_begin_s)} with the ranks' preparation)"
+            fields.append(done)
     slowest = min(
         parts,
         key=lambda p: p.slowest_fraction if p.slowest_fraction is not None else 2.0,
@@ -148,24 +157,25 @@ class LiveProgress:
             mine = replace(mine, elapsed_s=now - run.began_s)
         if not mine.running:
             if run.shown:
-                self._show(self._line(mine), run, final=True)
+                self._show(self._line(mine, since_begin_s=now - run.began_s), run, final=True)
             del self._runs[key]
             return
         age_s = max(now - run.began_s, mine.elapsed_s)
         quiet_s = now - self._quiet_since
         if run.shown and now - run.last_shown_s < self.every_s:
             return
-        if not run.shown and age_s < self.show_after_s and quiet_s < self.max_silence_s:
+        too_soon = quiet_s < self.max_silence_s or age_s < MIN_AGE_S
+        if not run.shown and age_s < self.show_after_s and too_soon:
             return
         self._show(self._line(mine), run, final=False)
 
-    def _line(self, mine: NodeProgress) -> str:
+    def _line(self, mine: NodeProgress, since_begin_s: float | None = None) -> str:
         others = [
             p
             for node, p in sorted(self.peers().items())
             if node != mine.node and (p.phase, p.nth) == (mine.phase, mine.nth)
         ]
-        return progress_line([mine, *others])
+        return progress_line([mine, *others], since_begin_s)
 
     def _show(self, line: str, run: _RunShown, final: bool) -> None:
         if not self.tty:

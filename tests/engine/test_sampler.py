@@ -160,4 +160,4 @@ def test_ranks_preparing_before_the_release_reach_the_live_line() -> None:
     now[0] += 1.0
     sampler.end(now[0])
     assert sampler.latest.released
-    assert "done in 1.00 s" in lines[-1]
+    assert "done in 1.00 s (7.00 s with the ranks' preparation)" in lines[-1]

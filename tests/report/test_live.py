@@ -256,3 +256,18 @@ def test_writers_and_the_contention_readers_each_get_their_lines_and_done_in() -
     for phase in ("contended writes", "dataloader readers"):
         mine = [line for line in out.lines if f"ckptgate: {phase} " in line]
         assert len(mine) >= 3 and "done in 10.0 s" in mine[-1], out.lines
+
+
+def test_after_a_long_silence_a_new_phase_waits_until_it_has_something_to_say() -> None:
+    # the parent worked for a minute between two runs: the next run's first line is not 0 B
+    clock = Clock()
+    out = Timed(clock)
+    live = LiveProgress(out, out, tty=False, clock=clock)
+    live.update(snapshot(0.2, GB, phase="earlier"))
+    live.update(snapshot(0.4, GB, running=False, phase="earlier"))
+    clock.now = 60.0
+    live.update(snapshot(0.0, 0))
+    assert out.lines == []
+    clock.now = 60.6
+    live.update(snapshot(0.6, int(0.6 * GB)))
+    assert len(out.lines) == 1 and "600 MB" in out.lines[0]
