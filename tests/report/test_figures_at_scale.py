@@ -105,3 +105,19 @@ def test_a_headless_browser_draws_every_figure_mostly_plot(
     for name, width, height, plot_fraction in drawn:
         assert width > 100 and height > 50, (name, width, height)
         assert plot_fraction >= MIN_PLOT_FRACTION, (name, plot_fraction)
+
+
+def test_the_series_table_has_a_row_per_run_and_the_nodes_folded_away(
+    pages: dict[int, tuple[str, list[str]]],
+) -> None:
+    page = pages[2048][0]
+    section = page[page.index("<h3>Bandwidth over time</h3>") :]
+    first = section[: section.index("</table>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", first)[1:]  # after the header
+    assert [re.findall(r"<td[^>]*>([^<]*)</td>", r)[:2] for r in rows] == [
+        ["write burst #0", "256"],
+        ["write burst #1", "256"],
+        ["write burst #2", "256"],
+        ["readback #0", "256"],
+    ]
+    assert "every run's series on every node (1024 series)</summary>" in section
