@@ -25,6 +25,7 @@ from ckptgate.checks.write import persist_item, stall_item
 from ckptgate.cluster.nodes import pool_cancel, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import BurstResult, detail_as, merge_nodes
+from ckptgate.engine.sampler import ProgressSampler
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_rate, format_seconds
 from ckptgate.storage.manifest import Writer
@@ -103,12 +104,23 @@ def reader_pool(campaign: WriteCampaign) -> RankPool | None:
     if run.readers == 0:
         return None
     gate = pool_gate(campaign.ctx.nodes)
-    return RankPool(
+    pool = RankPool(
         run.readers,
         gate=gate,
         stall_timeout_s=run.stall_timeout_s,
         cancelled=pool_cancel(campaign.ctx.nodes),
     )
+    pool.sampler = reader_sampler(campaign.ctx.pool.sampler)
+    return pool
+
+
+def reader_sampler(ranks: ProgressSampler | None) -> ProgressSampler | None:
+    """The readers' own sampler (their pool runs beside the ranks', on another thread): it
+    feeds the same live display as the ranks' sampler ``ranks``, so the readers show their
+    bytes, rate and ``done in``; none where the ranks have none (no live display)."""
+    if ranks is None:
+        return None
+    return ProgressSampler(ranks.node, on_sample=ranks.on_sample)
 
 
 @contextmanager

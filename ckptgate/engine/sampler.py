@@ -68,6 +68,8 @@ class NodeProgress:
     """How much of its own total the slowest rank has done (None without totals)."""
     running: bool = True
     """False in the last snapshot of a run, taken when it ended."""
+    released: bool = True
+    """False while the ranks prepare before the common start (``elapsed_s`` stays 0)."""
 
     @property
     def bytes_per_s(self) -> float:
@@ -251,6 +253,7 @@ class ProgressSampler:
             slowest=slowest,
             slowest_fraction=fraction,
             running=running,
+            released=released is not None,
         )
         self.latest = progress
         if self.on_sample is not None:

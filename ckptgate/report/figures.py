@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ckptgate.report import series
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst
 from ckptgate.report.schema import ContentionSection, LatencyStats, SeriesRun, SweepRow
@@ -121,12 +122,11 @@ def timeline(burst: Burst) -> tuple[str, str] | None:
     phases = burst.phases()
     figure, axes = _figure(0.28 * len(records) + 1.3)
     ax = axes[0][0]
-    for row, record in enumerate(records):
-        left = record.start_s
-        for phase in phases:
-            width = record.phase_s(phase) or 0.0
-            ax.barh(row, width, left=left, color=PHASE_COLOURS[phase], height=0.7)
-            left += width
+    lefts = [r.start_s for r in records]
+    for phase in phases:  # one bar container per phase: 64 rows draw in one call each
+        widths = [r.phase_s(phase) or 0.0 for r in records]
+        ax.barh(range(len(records)), widths, left=lefts, color=PHASE_COLOURS[phase], height=0.7)
+        lefts = [left + width for left, width in zip(lefts, widths, strict=True)]
     labels = []
     for record in records:
         label = f"node {record.node} rank {record.global_rank}"
@@ -155,8 +155,14 @@ def _patch(colour: str, label: str) -> Any:
     return Patch(color=colour, label=label)
 
 
+MAX_BAR_NODES = 12
+"""Nodes drawn as grouped bars with a label each; beyond it, one line per burst over the nodes."""
+
+
 def node_bandwidth(bursts: Sequence[Burst]) -> str | None:
-    """Each node's bandwidth in each burst (node_bytes_per_s), grouped by node."""
+    """Each node's bandwidth in each burst (node_bytes_per_s): grouped bars, one per node and
+    burst, up to ``MAX_BAR_NODES`` nodes; beyond, a step line per burst over the node index
+    (hundreds of labelled bars neither read nor draw in reasonable time)."""
     series = [(b.label, b.section.node_bytes_per_s) for b in bursts]
     series = [(label, values) for label, values in series if values]
     if not series:
@@ -164,35 +170,69 @@ def node_bandwidth(bursts: Sequence[Burst]) -> str | None:
     nodes = sorted({int(n) for _, values in series for n in values})
     figure, axes = _figure(3.2)
     ax = axes[0][0]
-    width = 0.8 / len(series)
-    for index, (label, values) in enumerate(series):
-        xs = [n + (index - (len(series) - 1) / 2) * width for n in nodes]
-        ax.bar(xs, [values.get(str(n), 0.0) for n in nodes], width=width, label=label)
-    ax.set_xticks(nodes, [f"node {n}" for n in nodes])
+    if len(nodes) <= MAX_BAR_NODES:
+        width = 0.8 / len(series)
+        for index, (label, values) in enumerate(series):
+            xs = [n + (index - (len(series) - 1) / 2) * width for n in nodes]
+            ax.bar(xs, [values.get(str(n), 0.0) for n in nodes], width=width, label=label)
+        ax.set_xticks(nodes, [f"node {n}" for n in nodes])
+    else:
+        from matplotlib.ticker import MaxNLocator
+
+        edges = [*nodes, nodes[-1] + 1]
+        for label, values in series:
+            ax.stairs([values.get(str(n), 0.0) for n in nodes], edges, label=label)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(nodes[0], nodes[-1] + 1)
+        ax.set_xlabel(f"node ({len(nodes)} nodes)")
     _ticks(ax.yaxis, "B/s")
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("bandwidth per node")
     ax.legend(fontsize=8)
     return _svg(figure, "node-bandwidth")
 
 
 def bandwidth_over_time(runs: Sequence[SeriesRun]) -> str | None:
-    """Each run's sampled bandwidth (``bandwidth_series``: rates between samples, per node)
-    against the time since its common start, one line per run and node, drawn as steps."""
-    drawn = [r for r in runs if len(r.t_s) > 1 and r.bytes_per_s]
+    """Each run's sampled bandwidth (``bandwidth_series``) against the time since its common
+    start, drawn as steps: the aggregate over nodes, one line per run; with several nodes a
+    second panel gives the mean node and a band from the slowest to the fastest node
+    (``ckptgate.report.series``). The legend names the runs, never the nodes, so the figure
+    reads the same at 2 ranks and at 2,048."""
+    drawn = series.by_run(runs)
     if not drawn:
         return None
-    figure, axes = _figure(3.2)
-    ax = axes[0][0]
-    for run in drawn:
-        times, rates = run.t_s, run.bytes_per_s
-        label = f"{run.phase} #{run.nth}, node {run.node}"
-        ax.step(times[: len(rates) + 1], [*rates, rates[-1]][: len(times)], where="post",
-                label=label)  # fmt: skip
-    _ticks(ax.yaxis, "B/s")
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("seconds since the run's common start")
-    ax.set_ylabel("bandwidth")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    spread = max(r.nodes for r in drawn) > 1
+    figure, axes = _figure(5.6 if spread else 3.2, nrows=2 if spread else 1)
+    total_ax = axes[0][0]
+    for index, run in enumerate(drawn):
+        colour = f"C{index % 10}"
+        total_ax.stairs(run.total_bytes_per_s, run.edges_s, color=colour, label=run.label)
+        if spread:
+            node_ax = axes[1][0]
+            node_ax.stairs(
+                run.fastest_node_bytes_per_s,
+                run.edges_s,
+                color=colour,
+                alpha=0.25,
+                baseline=run.slowest_node_bytes_per_s,
+                fill=True,
+                linewidth=0,
+            )
+            node_ax.stairs(run.mean_node_bytes_per_s, run.edges_s, color=colour)  # fmt: skip
+    nodes = max(r.nodes for r in drawn)
+    total_ax.set_ylabel(f"aggregate ({nodes} node{'s' if nodes > 1 else ''})")
+    for row in axes:
+        ax = row[0]
+        _ticks(ax.yaxis, "B/s")
+        ax.set_ylim(bottom=0)
+        ax.set_xlim(left=0)
+    if spread:
+        axes[1][0].set_ylabel("per node")
+        axes[1][0].set_title("per node: the mean, and a band from the slowest to the fastest node",
+                             fontsize=8)  # fmt: skip
+    axes[-1][0].set_xlabel("seconds since the run's common start")
+    total_ax.legend(fontsize=7, ncols=min(4, len(drawn)), loc="lower center",
+                    bbox_to_anchor=(0.5, 1.0), frameon=False)  # fmt: skip
     return _svg(figure, "bandwidth-over-time")
 
 

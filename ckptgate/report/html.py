@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import ckptgate
-from ckptgate.report import figures
+from ckptgate.report import figures, series
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst, bursts, items_of, sweep_rows
 from ckptgate.report.schema import (
@@ -253,6 +253,18 @@ def _series(section: SeriesSection | None, plots: bool) -> list[str]:
     runs = section.runs if section else ()
     if not runs:
         return [*out, '<p class="note">no bandwidth series in this report</p>']
+    combined = [
+        [
+            esc(run.label),
+            num(str(run.nodes)),
+            num(format_value(float(run.total_bytes_per_s.max(initial=0.0)), "B/s")),
+            num(format_value(float(run.slowest_node_bytes_per_s.max(initial=0.0)), "B/s")),
+            num(format_value(float(run.fastest_node_bytes_per_s.max(initial=0.0)), "B/s")),
+        ]
+        for run in series.by_run(runs)
+    ]
+    header = ("run", "nodes", "peak aggregate", "slowest node's peak", "fastest node's peak")
+    out.append(table(header, combined))
     rows = [
         [
             esc(f"{r.phase} #{r.nth}"),
@@ -263,9 +275,15 @@ def _series(section: SeriesSection | None, plots: bool) -> list[str]:
         ]
         for r in runs
     ]
-    out.append(table(("run", "node", "samples", "interval", "peak"), rows))
+    out.append(
+        f"<details><summary>every run's series on every node ({len(rows)} series)</summary>"
+        f"{table(('run', 'node', 'samples', 'interval', 'peak'), rows)}</details>"
+    )
     if plots:
-        caption = "bytes per second between samples of the ranks' progress, per run and node"
+        caption = (
+            "bytes per second between samples of the ranks' progress: each run's "
+            "aggregate over its nodes, and per node the mean with the slowest to fastest"
+        )
         out.append(figure(figures.bandwidth_over_time(runs), caption))
     return out
 

@@ -2,9 +2,14 @@
 
 The sampler (``ckptgate.engine.sampler``) hands each new ``NodeProgress`` of this node to
 ``LiveProgress.update``; the other nodes' latest come from ``peers`` (their heartbeats). A
-phase shorter than ``show_after_s`` prints nothing. On a terminal the line is redrawn in place
-every ``tty_every_s``; in a batch log (not a tty) a new line is written every
-``batch_every_s``; either way the phase's last line is written when it ends. The line reads
+phase shorter than ``show_after_s`` prints nothing, unless the display has been silent for
+``max_silence_s``: a string of short phases (an untimed verification, data generation, a
+readback) then shows the one under way, so that no stretch of a run passes without a line. A
+phase is timed from when its run began on this node (the ranks may prepare before the common
+start: such a line says so). On a terminal the line is redrawn in place every
+``tty_every_s``; in a batch log (not a tty) a new line is written every ``batch_every_s``;
+either way a phase that printed writes its last line, ``done in ...``, when it ends. The line
+reads
 
     ckptgate: write burst  1.20 GB / 4.00 GB (30.0%)  610 MB/s  ETA 4.59 s  slowest node 1
     global rank 3 (21.0%)  [2 nodes, 16 ranks]
@@ -16,8 +21,10 @@ and no waiting.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from ckptgate.engine.sampler import NodeProgress, Peers
 from ckptgate.sizing.units import format_bytes, format_count, format_rate, format_seconds
@@ -26,17 +33,26 @@ SHOW_AFTER_S = 2.0
 """A phase shorter than this prints nothing (a tmpfs CI run stays as quiet as before)."""
 TTY_EVERY_S = 0.5
 """How often the redrawn line changes on a terminal."""
-BATCH_EVERY_S = 5.0
-"""How often a batch log gets a line during one phase."""
+BATCH_EVERY_S = 4.0
+"""How often a batch log gets a line during one phase (under 5 s with the watch loop's 0.2 s
+steps between samples)."""
+MAX_SILENCE_S = 3.5
+"""How long the display stays silent, across phases, before it shows a phase shorter than
+``show_after_s`` (once that phase is ``MIN_AGE_S`` old: with the watch loop's 0.2 s steps and
+the parent's work between runs, no gap reaches 5 s)."""
+MIN_AGE_S = 0.5
+"""A phase this young is never shown (its line would read 0 B at 0 B/s)."""
 
 
 def _no_peers() -> dict[int, NodeProgress]:
     return {}
 
 
-def progress_line(parts: Sequence[NodeProgress]) -> str:
+def progress_line(parts: Sequence[NodeProgress], since_begin_s: float | None = None) -> str:
     """One line for one phase over ``parts`` (one ``NodeProgress`` per node, node 0 first):
-    done of the total, aggregate rate, slowest rank, ETA."""
+    done of the total, aggregate rate, slowest rank, ETA. ``since_begin_s``, at the end: the
+    time since the run began on this node, named beside ``done in`` (timed from the common
+    start) where the ranks' preparation before it took ``MIN_AGE_S`` or more."""
     first = parts[0]
     done_bytes = sum(p.bytes for p in parts)
     done_files = sum(p.files for p in parts)
@@ -60,7 +76,9 @@ def progress_line(parts: Sequence[NodeProgress]) -> str:
         left = total_files - done_files if total_files else 0
     # ETA before the slowest rank: a narrow terminal cuts the redrawn line from the right
     fields = [f"ckptgate: {first.phase}", amount, rate]
-    if first.running and left > 0 and per_s > 0:
+    if first.running and not first.released:
+        fields.append(f"before the common start ({format_seconds(first.elapsed_s)})")
+    elif first.running and left > 0 and per_s > 0:
         fields.append(f"ETA {format_seconds(left / per_s)}")
     elif not first.running:
         behind = sum(p.running for p in parts[1:])
@@ -70,7 +88,11 @@ def progress_line(parts: Sequence[NodeProgress]) -> str:
                 f"{behind} other node{'s' if behind != 1 else ''} running at the last beat"
             )
         else:
-            fields.append(f"done in {format_seconds(first.elapsed_s)}")
+            done = f"done in {format_seconds(first.elapsed_s)}"
+            prepared_s = (since_begin_s or 0.0) - first.elapsed_s
+            if first.released and since_begin_s is not None and prepared_s >= MIN_AGE_S:
+                done += f" ({format_seconds(since_begin_s)} with the ranks' preparation)"
+            fields.append(done)
     slowest = min(
         parts,
         key=lambda p: p.slowest_fraction if p.slowest_fraction is not None else 2.0,
@@ -101,6 +123,7 @@ class LiveProgress:
         show_after_s: float = SHOW_AFTER_S,
         tty_every_s: float = TTY_EVERY_S,
         batch_every_s: float = BATCH_EVERY_S,
+        max_silence_s: float = MAX_SILENCE_S,
     ) -> None:
         self.write_line = write_line
         self.rewrite = rewrite
@@ -110,39 +133,65 @@ class LiveProgress:
         self.clock = clock
         self.show_after_s = show_after_s
         self.every_s = tty_every_s if tty else batch_every_s
-        self._shown = False
-        self._last_shown = 0.0
+        self.max_silence_s = max_silence_s
+        self._runs: dict[tuple[str, int], _RunShown] = {}
+        self._quiet_since: float | None = None
+        self._lock = threading.Lock()
 
     def update(self, mine: NodeProgress) -> None:
-        """This node's newest snapshot (called by the sampler every watch step)."""
+        """This node's newest snapshot of one run (called by a sampler every watch step; the
+        contention readers' pool has its own sampler, on another thread, beside the writers')."""
         if not self.enabled:
             return
-        if not mine.running:
-            if self._shown:
-                self._show(self._line(mine), final=True)
-            self._shown = False
-            return
-        if mine.elapsed_s < self.show_after_s:
-            return
-        now = self.clock()
-        if self._shown and now - self._last_shown < self.every_s:
-            return
-        self._last_shown = now
-        self._show(self._line(mine), final=False)
+        with self._lock:
+            self._update(mine, self.clock())
 
-    def _line(self, mine: NodeProgress) -> str:
+    def _update(self, mine: NodeProgress, now: float) -> None:
+        if self._quiet_since is None:
+            self._quiet_since = now
+        key = (mine.phase, mine.nth)
+        run = self._runs.get(key)
+        if run is None:
+            run = self._runs[key] = _RunShown(began_s=now)
+        if not mine.released:  # preparing, or an untimed task: its age is the run's
+            mine = replace(mine, elapsed_s=now - run.began_s)
+        if not mine.running:
+            if run.shown:
+                self._show(self._line(mine, since_begin_s=now - run.began_s), run, final=True)
+            del self._runs[key]
+            return
+        age_s = max(now - run.began_s, mine.elapsed_s)
+        quiet_s = now - self._quiet_since
+        if run.shown and now - run.last_shown_s < self.every_s:
+            return
+        too_soon = quiet_s < self.max_silence_s or age_s < MIN_AGE_S
+        if not run.shown and age_s < self.show_after_s and too_soon:
+            return
+        self._show(self._line(mine), run, final=False)
+
+    def _line(self, mine: NodeProgress, since_begin_s: float | None = None) -> str:
         others = [
             p
             for node, p in sorted(self.peers().items())
             if node != mine.node and (p.phase, p.nth) == (mine.phase, mine.nth)
         ]
-        return progress_line([mine, *others])
+        return progress_line([mine, *others], since_begin_s)
 
-    def _show(self, line: str, final: bool) -> None:
+    def _show(self, line: str, run: _RunShown, final: bool) -> None:
         if not self.tty:
             self.write_line(line)
         else:
             self.rewrite(line)
             if final:
                 self.write_line("")  # the phase's last line stays; pytest goes on below
-        self._shown = True
+        run.shown = True
+        run.last_shown_s = self._quiet_since = self.clock()
+
+
+@dataclass
+class _RunShown:
+    """What the display did for one run under way: when it began here, whether it printed."""
+
+    began_s: float
+    shown: bool = False
+    last_shown_s: float = 0.0

@@ -40,6 +40,7 @@ from ckptgate.engine.records import (
     returned_as,
     run_ranks,
 )
+from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
@@ -237,7 +238,10 @@ def run_readers(
     bounds = {"duration_s": duration_s, "max_bytes": max_bytes, "read_bytes": read_bytes}
     kwargs = [{"paths": list(paths), **bounds} for paths in paths_per_reader]
     labels = [f"reader {i} ({paths[0]})" for i, paths in enumerate(paths_per_reader)]
-    results = run_ranks(pool, read_stream_task, kwargs, timeout_s, labels, options=RunOptions(spec))
+    expect = Expected("dataloader readers")  # they read until told: no total, no ETA
+    results = run_ranks(
+        pool, read_stream_task, kwargs, timeout_s, labels, options=RunOptions(spec), expect=expect
+    )
     records = records_from_results(results)  # refuses a result without the common start
     common = cast(float, results[0].common_start_mono)
     ticks = tuple(

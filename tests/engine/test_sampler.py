@@ -10,6 +10,7 @@ import pytest
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import detail_as
 from ckptgate.engine.sampler import Expected, NodeProgress, ProgressSampler
+from ckptgate.report.live import LiveProgress
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.write_burst import ShardFile, WriteDetail, run_write_burst
 
@@ -139,3 +140,24 @@ def test_a_burst_through_the_pool_is_sampled_and_its_latencies_are_in_the_json(
     assert latency["count"] == 8  # 4 transfers of 1 MiB per rank
     assert 0 < latency["p50_s"] <= latency["p99_s"] <= latency["max_s"]
     assert detail_as(burst.ranks[0], WriteDetail).generate_s > 0
+
+
+def test_ranks_preparing_before_the_release_reach_the_live_line() -> None:
+    # data generation and opens before the common start: the line says so, then times the run
+    now = [100.0]
+    lines: list[str] = []
+    live = LiveProgress(lines.append, lines.append, tty=False, clock=lambda: now[0])
+    slots = [FakeSlot()]
+    sampler = ProgressSampler(on_sample=live.update)
+    sampler.begin(Expected("write burst", rank_bytes=(100,)), slots, ["global rank 0"], now[0])
+    for _ in range(30):  # 6 s preparing, the watch loop's steps
+        now[0] += 0.2
+        sampler.poll(now[0])
+    assert sampler.latest is not None and not sampler.latest.released
+    assert lines and "before the common start" in lines[0]
+    sampler.released(now[0])
+    slots[0].report(100, files=1)
+    now[0] += 1.0
+    sampler.end(now[0])
+    assert sampler.latest.released
+    assert "done in 1.00 s (7.00 s with the ranks' preparation)" in lines[-1]

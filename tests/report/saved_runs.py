@@ -4,6 +4,7 @@ read (items, a write and a read burst on two nodes, metadata, contention, sweep)
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 from ckptgate.report.gate import GateReport
@@ -93,3 +94,69 @@ def saved_run(*, write_s: float = 0.01, profile_overrides: tuple[str, ...] = (),
 def saved_report(**options: Any) -> SavedReport:
     """``saved_run(**options)`` read back through the schema, as ``ckptgate report`` reads it."""
     return load_saved(saved_run(**options), "run.json")
+
+
+RANKS_PER_NODE = 8
+"""Ranks per node in ``saved_run_at`` (one node below it)."""
+
+
+def _scaled_burst(ranks: int, write_s: float, *, read: bool = False) -> dict[str, Any]:
+    """A burst over ``ranks`` ranks, ``RANKS_PER_NODE`` a node, each rank a little slower than
+    the one before (the slowest last), with each node's bandwidth."""
+    per_node = min(ranks, RANKS_PER_NODE)
+    records = []
+    for index in range(ranks):
+        node, rank = divmod(index, per_node)
+        record = _rank(rank, node, 0.0001 * rank, write_s * (1 + index / ranks))
+        record["global_rank"] = index
+        if read:
+            record["read_s"] = record.pop("write_s")
+            del record["fsync_s"]
+        records.append(record)
+    slowest = max(records, key=lambda r: r["end_s"])
+    nodes = ranks // per_node
+    return {
+        "total_bytes": 1_000_000 * ranks,
+        "span_s": slowest["end_s"],
+        "aggregate_bytes_per_s": 1_000_000 * ranks / slowest["end_s"],
+        "slowest_rank": {k: slowest[k] for k in ("rank", "global_rank", "node", "host", "total_s")},
+        "node_bytes_per_s": {str(n): 1.0e8 * (1 + n / nodes) for n in range(nodes)},
+        "ranks": records,
+        "capped": False,
+    }
+
+
+def _scaled_series(phase: str, nodes: int, samples: int, peak_bytes_per_s: float) -> list[Any]:
+    """Each node's sampled progress in one run: a ramp up and a tail, node n a little slower."""
+    runs = []
+    for node in range(nodes):
+        rate = peak_bytes_per_s * (1 - 0.3 * node / max(nodes, 1))
+        t_s = [0.5 * i for i in range(samples)]
+        done = [0]
+        for i in range(1, samples):
+            shape = min(1.0, i / 3, (samples - i) / 3)
+            done.append(done[-1] + int(rate * 0.5 * shape))
+        rates = [(b1 - b0) / 0.5 for b0, b1 in itertools.pairwise(done)]
+        runs.append({"phase": phase, "nth": 0, "node": node, "interval_s": 0.5, "t_s": t_s,
+                     "done_bytes": done, "done_files": [0] * (samples - 1) + [RANKS_PER_NODE],
+                     "bytes_per_s": rates})  # fmt: skip
+    return runs
+
+
+def saved_run_at(ranks: int) -> dict[str, Any]:
+    """``saved_run()`` at ``ranks`` ranks (``RANKS_PER_NODE`` a node): every burst, the node
+    bandwidths and the bandwidth series (three write rounds and a readback per node) scaled up,
+    so that each figure can be drawn at the rank counts a real cluster has."""
+    data = saved_run()
+    nodes = max(1, ranks // RANKS_PER_NODE)
+    data["nodes"], data["ranks"] = nodes, ranks
+    data["write"] = _scaled_burst(ranks, 0.01)
+    data["read"] = _scaled_burst(ranks, 0.005, read=True)
+    data["contention"]["writers"] = _scaled_burst(ranks, 0.015)
+    runs = []
+    for nth in range(3):  # the write rounds: each a little slower than the one before
+        for run in _scaled_series("write burst", nodes, 30 + 2 * nth, 2e9 * (1 - 0.1 * nth)):
+            runs.append({**run, "nth": nth})
+    runs += _scaled_series("readback", nodes, 20, 4e9)
+    data["bandwidth_series"]["runs"] = runs
+    return data

@@ -3,11 +3,7 @@ plot; and the same page in a real headless browser (Debian's chromium) where it 
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -16,6 +12,7 @@ import pytest
 from ckptgate.report import figures
 from ckptgate.report.html import render_report
 from ckptgate.report.schema import load_saved
+from tests.report.browser import browser, chromium, probed_figures
 from tests.report.saved_runs import saved_report, saved_run
 
 FIGURES = ("margins", "timeline-write", "timeline-read", "timeline-contention-writers",
@@ -88,50 +85,15 @@ def test_a_report_without_a_sweep_section_uses_the_shipped_profile_it_matches() 
     assert "has no sweep section" in render_report(load_saved(data, "run.json"))
 
 
-# The browser sees the page's own markup; the probe (a script the test adds to a copy) writes
-# each figure's rendered size into the DOM that --dump-dom prints. The report has no script.
-PROBE = """<script>
-window.addEventListener("load", () => {
-  const sizes = [...document.querySelectorAll("svg.figure")].map(
-    (s) => [s.dataset.figure, s.getBoundingClientRect().width, s.getBoundingClientRect().height]);
-  const out = document.createElement("pre");
-  out.id = "probe";
-  out.textContent = JSON.stringify(sizes);
-  document.body.appendChild(out);
-});
-</script>"""
-
-
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _browser(page: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    chromium = _chromium()
-    assert chromium is not None
-    options = ["--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-               "--window-size=1200,2000", "--virtual-time-budget=5000"]  # fmt: skip
-    command = [chromium, *options, *args, page.as_uri()]
-    if os.geteuid() == 0:
-        command.insert(1, "--no-sandbox")
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
-
-
-@pytest.mark.skipif(_chromium() is None, reason="no chromium: apt-get install chromium")
+@pytest.mark.skipif(chromium() is None, reason="no chromium: apt-get install chromium")
 @pytest.mark.skipif(not figures.available(), reason="matplotlib (the report extra) not installed")
 def test_a_headless_browser_loads_the_page_and_draws_every_figure(tmp_path: Path) -> None:
     page = render_report(saved_report())
-    probed = tmp_path / "probed.html"
-    probed.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    dom = _browser(probed, "--dump-dom")
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
-    assert found, "the page did not finish loading"
-    sizes = json.loads(found.group(1).replace("&quot;", '"'))
-    assert [name for name, _, _ in sizes] == list(FIGURES)
-    assert all(width > 100 and height > 50 for _, width, height in sizes), sizes
+    sizes = probed_figures(page, tmp_path)
+    assert [name for name, _, _, _ in sizes] == list(FIGURES)
+    assert all(width > 100 and height > 50 for _, width, height, _ in sizes), sizes
     report = tmp_path / "report.html"
     report.write_text(page, encoding="utf-8")
     shot = tmp_path / "report.png"
-    result = _browser(report, f"--screenshot={shot}")
+    result = browser(report, f"--screenshot={shot}")
     assert result.returncode == 0 and shot.stat().st_size > 10_000, result.stderr[-2000:]

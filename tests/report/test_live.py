@@ -3,6 +3,7 @@ nothing under -q or for a short phase; on a fake clock, with fake output."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
@@ -172,3 +173,101 @@ def test_other_nodes_send_their_progress_with_the_heartbeat() -> None:
     )
     sampler.latest = snapshot(1.0, GB)
     assert heartbeat.progress is not None and heartbeat.progress() == sampler.latest
+
+
+def gaps_s(times_s: list[float]) -> list[float]:
+    return [b - a for a, b in itertools.pairwise(times_s)]
+
+
+class Timed:
+    """Output that notes the fake clock's time of each line written."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.at_s: list[float] = []
+        self.lines: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        self.at_s.append(self.clock.now)
+        self.lines.append(line)
+
+
+def test_a_string_of_short_phases_is_never_silent_longer_than_5_s() -> None:
+    # verification, data generation, readback: each under the 2 s a lone phase waits for
+    clock = Clock()
+    out = Timed(clock)
+    live = LiveProgress(out, out, tty=False, clock=clock)
+    for nth in range(8):
+        began = clock.now
+        for _ in range(8):  # 1.6 s of watch steps
+            clock.now += 0.2
+            live.update(snapshot(clock.now - began, GB, nth=nth, phase=f"untimed {nth}"))
+        live.update(snapshot(clock.now - began, 4 * GB, running=False, nth=nth))
+        clock.now += 0.3  # the parent between two runs
+    assert out.lines, "nothing printed over 15 s"
+    assert max(gaps_s([0.0, *out.at_s, clock.now])) <= 5.0, out.at_s
+
+
+def test_each_phase_that_printed_ends_with_done_in() -> None:
+    clock = Clock()
+    out = Timed(clock)
+    live = LiveProgress(out, out, tty=False, clock=clock)
+    shown: set[int] = set()
+    for nth in range(6):
+        began = clock.now
+        for _ in range(8):
+            clock.now += 0.2
+            before = len(out.lines)
+            live.update(snapshot(clock.now - began, GB, nth=nth))
+            if len(out.lines) > before:
+                shown.add(nth)
+        live.update(snapshot(clock.now - began, 4 * GB, running=False, nth=nth))
+        if nth in shown:
+            assert "done in 1.60 s" in out.lines[-1], out.lines
+    assert shown
+
+
+def test_ranks_preparing_before_the_common_start_are_shown_and_timed() -> None:
+    # the ranks generate data or open files before the release: elapsed_s stays 0 there
+    clock = Clock()
+    out = Timed(clock)
+    live = LiveProgress(out, out, tty=False, clock=clock)
+    for step in range(41):  # the run begins at 0 s, the first snapshot
+        clock.now = 0.2 * step
+        live.update(snapshot(0.0, 0, released=False))
+    live.update(snapshot(0.0, 4 * GB, released=False, running=False))
+    assert out.lines and out.at_s[0] <= 5.0
+    assert "before the common start" in out.lines[0]
+    assert max(gaps_s([0.0, *out.at_s])) <= 5.0
+    assert "done in 8.00 s" in out.lines[-1]
+
+
+def test_writers_and_the_contention_readers_each_get_their_lines_and_done_in() -> None:
+    # two pools, two samplers, one display: neither run's state resets the other's
+    clock = Clock()
+    out = Timed(clock)
+    live = LiveProgress(out, out, tty=False, clock=clock)
+    for step in range(1, 51):  # 10 s, the two watch loops interleaved
+        clock.now = 0.2 * step
+        live.update(snapshot(clock.now, int(clock.now * GB), phase="contended writes"))
+        live.update(snapshot(clock.now, int(clock.now * GB), phase="dataloader readers"))
+    live.update(snapshot(10.0, 4 * GB, running=False, phase="contended writes"))
+    live.update(snapshot(10.0, 4 * GB, running=False, phase="dataloader readers"))
+    for phase in ("contended writes", "dataloader readers"):
+        mine = [line for line in out.lines if f"ckptgate: {phase} " in line]
+        assert len(mine) >= 3 and "done in 10.0 s" in mine[-1], out.lines
+
+
+def test_after_a_long_silence_a_new_phase_waits_until_it_has_something_to_say() -> None:
+    # the parent worked for a minute between two runs: the next run's first line is not 0 B
+    clock = Clock()
+    out = Timed(clock)
+    live = LiveProgress(out, out, tty=False, clock=clock)
+    live.update(snapshot(0.2, GB, phase="earlier"))
+    live.update(snapshot(0.4, GB, running=False, phase="earlier"))
+    clock.now = 60.0
+    live.update(snapshot(0.0, 0))
+    assert out.lines == []
+    clock.now = 60.6
+    live.update(snapshot(0.6, int(0.6 * GB)))
+    assert len(out.lines) == 1 and "600 MB" in out.lines[0]

@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ckptgate.checks.contention import reader_sampler
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.engine.records import BurstResult, detail_as
+from ckptgate.engine.sampler import NodeProgress, ProgressSampler
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.contention import (
     ReaderDetail,
@@ -123,3 +125,21 @@ def test_a_read_straddling_the_window_counts_in_proportion() -> None:
     assert run.bytes_between(5.0, 6.0) == 0
     assert run.coverage(1.0, 3.0) == 1.0
     assert run.coverage(3.0, 5.0) == pytest.approx(0.5)
+
+
+def test_the_readers_report_their_bytes_to_a_sampler_and_end(
+    readers: RankPool, dataset: list[list[str]]
+) -> None:
+    # the contention readers' own pool gets a sampler beside the ranks' (checks/contention.py)
+    seen: list[NodeProgress] = []
+    ranks = ProgressSampler(0, on_sample=seen.append)
+    readers.sampler = reader_sampler(ranks)
+    try:
+        run_readers(readers, LOCAL, dataset, duration_s=60, timeout_s=90, max_bytes=3 * MiB,
+                    read_bytes=MiB)  # fmt: skip
+    finally:
+        readers.sampler = None
+    assert seen and {p.phase for p in seen} == {"dataloader readers"}
+    assert not seen[-1].running and seen[-1].released
+    assert seen[-1].bytes == 6 * MiB and seen[-1].ranks == 2
+    assert reader_sampler(None) is None
