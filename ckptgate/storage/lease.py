@@ -26,9 +26,10 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing as mp
+import multiprocessing.connection
 import multiprocessing.process
-import multiprocessing.synchronize
 import os
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -73,13 +74,18 @@ def _keep_main(
     tmp_path: str,
     record: dict[str, Any],
     period_s: float,
-    stop: multiprocessing.synchronize.Event,
+    stop: multiprocessing.connection.Connection,
     parent_pid: int,
     pdeathsig: bool,
 ) -> None:
-    """The helper process: rewrite the lease every ``period_s`` until ``stop``."""
+    """The helper process: rewrite the lease every ``period_s`` until ``stop`` (the read end
+    of a pipe) says so: a byte, or the end of the pipe once the session closed its end or died.
+
+    Ctrl-C reaches the whole process group, this helper too: it ignores SIGINT and leaves the
+    stopping to the session, which always ends it (:meth:`LeaseKeeper.stop`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent_pid, pdeathsig=pdeathsig)
-    while not stop.wait(period_s):
+    while not stop.poll(period_s):
         with contextlib.suppress(OSError):  # a full or hung target: the lease goes stale
             _write_lease(path, tmp_path, {**record, "time": time.time()})
 
@@ -108,7 +114,11 @@ class LeaseKeeper:
         self.process = ProcessId.current()
         self.abandoned: list[int] = []
         """Helpers stuck in the kernel on a hung target, killed and left (pids)."""
-        self._stop: multiprocessing.synchronize.Event | None = None
+        self._stop: multiprocessing.connection.Connection | None = None
+        """The write end of the helper's stop pipe. A pipe, not a multiprocessing Event: an
+        Event's ``set`` waits for every process asleep in its ``wait`` to wake, and a helper
+        that died asleep there (a signal) left ``set`` waiting forever, inside the session's
+        cleanup with its signals held."""
         self._helper: multiprocessing.process.BaseProcess | None = None
 
     def _record(self, ended: bool) -> dict[str, Any]:
@@ -128,17 +138,18 @@ class LeaseKeeper:
         """Write the lease now, then keep it fresh from a helper process."""
         self.write()
         context = mp.get_context("spawn")
-        self._stop = context.Event()
+        reader, self._stop = context.Pipe(duplex=False)
         self._helper = context.Process(
             target=_keep_main,
             args=(
-                self.path, self.tmp_path, self._record(False), self.period_s, self._stop,
+                self.path, self.tmp_path, self._record(False), self.period_s, reader,
                 os.getpid(), started_from_main_thread(),
             ),
             name="ckptgate-lease",
             daemon=True,
         )  # fmt: skip
         self._helper.start()
+        reader.close()  # the helper holds the read end; ours would keep the pipe open
 
     def stop(self, ended: bool = False) -> None:
         """Stop the helper; ``ended``: write a last lease saying the run ended normally.
@@ -149,7 +160,9 @@ class LeaseKeeper:
         """
         answered = True
         if self._stop is not None and self._helper is not None:
-            self._stop.set()
+            with contextlib.suppress(OSError):  # a helper already gone: the pipe is broken
+                self._stop.send_bytes(b"stop")
+            self._stop.close()
             self._helper.join(self.period_s)
             if self._helper.is_alive():
                 answered = False
