@@ -69,6 +69,7 @@ from tests.beds.hosts import (
     HEAD,
     Host,
     HostBed,
+    _add_client_hosts,
     _add_host,
     _agent,
     _client_namespaces,
@@ -518,17 +519,7 @@ def ceph_bed(
         servers.update({osd_host(i): f"198.18.0.{30 + i}" for i in range(osds)})
         for name, address in servers.items():
             _add_host(hosts, Host(name, address, f"ckc-{token}-{name}"))
-        for index in range(clients):
-            name = f"node{index}"
-            hosts.clients.append(name)
-            client = Host(
-                name,
-                f"198.18.0.{10 + index}",
-                f"ckc-{token}-{name}",
-                mount_ns=state / f"{name}.mnt",
-                uts_ns=state / f"{name}.uts",
-            )
-            _add_host(hosts, client)
+        _add_client_hosts(hosts, clients, f"ckc-{token}", state)
         _start_cluster(bed)
         for name in hosts.clients:
             _client(bed, hosts.hosts[name])

@@ -408,6 +408,22 @@ def _agent(bed: HostBed) -> str:
     )
 
 
+def _add_client_hosts(bed: HostBed, clients: int, prefix: str, state: Path) -> None:
+    """The clients ``node0`` .. at 198.18.0.10 up, each with its network namespace
+    (``{prefix}-node<i>``) and, named in ``state``, its own mount and UTS namespaces."""
+    for index in range(clients):
+        name = f"node{index}"
+        bed.clients.append(name)
+        client = Host(
+            name,
+            f"198.18.0.{10 + index}",
+            f"{prefix}-{name}",
+            mount_ns=state / f"{name}.mnt",
+            uts_ns=state / f"{name}.uts",
+        )
+        _add_host(bed, client)
+
+
 def _add_host(bed: HostBed, host: Host) -> None:
     """Create ``host``'s network namespace and wire it to the bridge."""
     bed.hosts[host.name] = host
@@ -583,17 +599,7 @@ def host_bed(
         with (state / "sshd.log").open("w") as log:
             bed.popen(SERVER, sshd, stdout=log, stderr=subprocess.STDOUT)
         _add_host(bed, Host(HEAD, "198.18.0.2", f"ckb-{token}-{HEAD}"))
-        for index in range(clients):
-            name = f"node{index}"
-            bed.clients.append(name)
-            client = Host(
-                name,
-                f"198.18.0.{10 + index}",
-                f"ckb-{token}-{name}",
-                mount_ns=state / f"{name}.mnt",
-                uts_ns=state / f"{name}.uts",
-            )
-            _add_host(bed, client)
+        _add_client_hosts(bed, clients, f"ckb-{token}", state)
         _wait(lambda: "listening" in (state / "sshd.log").read_text(), 10, "sshd listening")
         for index, name in enumerate(bed.clients):
             _add_client(bed, bed.hosts[name], shared=index not in local)
