@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -440,6 +440,48 @@ def verify_burst(
     return Verification("in the read", burst.total_bytes, verify_s, None)
 
 
+@dataclass(frozen=True)
+class VerifiedRead:
+    """One read burst to run: the rank task, each rank's arguments and label, the burst's
+    kind (``read``, ``reshard``) and its expected totals (whose phase names the verification
+    too)."""
+
+    task: Callable[..., RankResult]
+    kwargs: Sequence[dict[str, Any]]
+    labels: Sequence[str]
+    kind: str
+    expect: Expected
+
+
+def run_verified_read(
+    pool: RankPool,
+    spec: BackendSpec,
+    read: VerifiedRead,
+    ranges_read: Sequence[list[VerifyRange]],
+    verify_labels: Sequence[str],
+    *,
+    direct: bool,
+    drop_cache: bool,
+    timeout_s: float,
+    memory_path: str,
+) -> ReadResult:
+    """A read burst from the common start, then how its bytes were verified: in the read
+    loop, or after it from the pages it left (``verifies_after``); the readback and the
+    resharded load both run this way."""
+    backend = spec.open()
+    after = verifies_after(backend, direct)
+    options = RunOptions(spec, direct=direct, drop_cache=drop_cache, verify=not after)
+    results = run_ranks(
+        pool, read.task, read.kwargs, timeout_s, read.labels, options=options, expect=read.expect
+    )
+    burst = BurstResult(read.kind, tuple(records_from_results(results)))
+    summary = summarize(burst, backend.memory_backed(memory_path))
+    verification = verify_burst(
+        pool, spec, burst, after, ranges_read, verify_labels, timeout_s, phase=read.expect.phase
+    )
+    return dataclasses.replace(summary, verification=verification)
+
+
 def verifies_after(backend: Backend[Any], direct: bool) -> bool:
     """Whether a read of ``backend`` is verified after the timed read, from the pages it
     left (a buffered read through this node's page cache), rather than in it (see the
@@ -563,27 +605,19 @@ def run_readback(
     order = readback_assignment(len(groups), shift)
     kwargs = [{"files": groups[j], "written_by": j} for j in order]
     labels = [f"rank {i} reading {lane_label(groups[j])}" for i, j in enumerate(order)]
-    backend = spec.open()
-    after = verifies_after(backend, direct)
-    options = RunOptions(spec, direct=direct, drop_cache=drop_cache, verify=not after)
     expect = Expected(
         "readback",
         rank_bytes=tuple(sum(f.bytes for f in groups[j]) for j in order),
         rank_files=tuple(len(groups[j]) for j in order),
     )
-    results = run_ranks(
-        pool, read_shard_task, kwargs, timeout_s, labels, options=options, expect=expect
-    )
-    burst = BurstResult("read", tuple(records_from_results(results)))
-    read = summarize(burst, backend.memory_backed(shards[0].path))
-    verification = verify_burst(
+    return run_verified_read(
         pool,
         spec,
-        burst,
-        after,
+        VerifiedRead(read_shard_task, kwargs, labels, "read", expect),
         [whole_files(groups[j]) for j in order],
         [f"rank {i} verifying {lane_label(groups[j])}" for i, j in enumerate(order)],
-        timeout_s,
-        phase="readback",
+        direct=direct,
+        drop_cache=drop_cache,
+        timeout_s=timeout_s,
+        memory_path=shards[0].path,
     )
-    return dataclasses.replace(read, verification=verification)

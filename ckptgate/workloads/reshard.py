@@ -28,8 +28,6 @@ from ckptgate.engine.records import (
     BurstResult,
     PhaseMarks,
     RankResult,
-    records_from_results,
-    run_ranks,
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
@@ -38,11 +36,10 @@ from ckptgate.workloads.readback import (
     RangeReader,
     ReadFilesDetail,
     ReadResult,
+    VerifiedRead,
     VerifyRange,
     prepare_file,
-    summarize,
-    verifies_after,
-    verify_burst,
+    run_verified_read,
 )
 from ckptgate.workloads.write_burst import ShardFile, peak_rss_bytes
 
@@ -212,28 +209,20 @@ def run_reshard(
         for m, ranges in enumerate(plan)
     ]
     labels = [f"new rank {m} of {count} ({len(ranges)} ranges)" for m, ranges in enumerate(plan)]
-    backend = spec.open()
-    after = verifies_after(backend, direct)  # as the readback: see its module
-    options = RunOptions(spec, direct=direct, drop_cache=drop_cache, verify=not after)
     expect = Expected(
         "reshard",
         rank_bytes=tuple(sum(r.length for r in ranges) for ranges in plan),
         rank_files=tuple(len(ranges) for ranges in plan),
     )
-    results = run_ranks(
-        pool, reshard_task, kwargs, timeout_s, labels, options=options, expect=expect
-    )
-    burst = BurstResult("reshard", tuple(records_from_results(results)))
-    read = summarize(burst, backend.memory_backed(shards[0].path))
-    verification = verify_burst(
+    read = run_verified_read(  # as the readback: see its module for where it verifies
         pool,
         spec,
-        burst,
-        after,
+        VerifiedRead(reshard_task, kwargs, labels, "reshard", expect),
         [[VerifyRange(sources[r.path], r.offset, r.length) for r in ranges] for ranges in plan],
         [f"new rank {m} verifying {len(ranges)} ranges" for m, ranges in enumerate(plan)],
-        timeout_s,
-        phase="reshard",
+        direct=direct,
+        drop_cache=drop_cache,
+        timeout_s=timeout_s,
+        memory_path=shards[0].path,
     )
-    read = dataclasses.replace(read, verification=verification)
     return ReshardResult(read, len(shards), count, tuple(tuple(r) for r in plan))
