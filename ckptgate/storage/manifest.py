@@ -31,9 +31,12 @@ import json
 import os
 import socket
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ckptgate.storage.appender import ManifestSink
 
 
 class Writer(enum.StrEnum):
@@ -181,29 +184,25 @@ class ProcessId:
 
 
 class ManifestWriter:
-    """Appends one node's manifest lines and fsyncs each batch (local POSIX paths).
-
-    Where the target is not a local path (an object store has no append), ``store`` is
-    given: the whole part is rewritten on each batch, which is correct but costs a write of
-    the manifest per registration point.
-    """
+    """Appends one node's manifest lines, each batch durable before the call returns, through
+    ``sink`` (``ckptgate.storage.appender``: a bounded helper on a local path, a rewrite of the
+    whole part on an object store)."""
 
     def __init__(
         self,
         run_dir: str,
         node: int,
         *,
+        sink: ManifestSink,
         nodes: int = 1,
         run_id: int | None = None,
-        store: Callable[[str, bytes], None] | None = None,
         now: dt.datetime | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.node = node
         self.path = f"{run_dir}/{manifest_name(node)}"
-        self._store = store
-        self._lines: list[bytes] = []
-        self._fd: int | None = None
+        self._sink = sink
+        self._open = True
         self.process = ProcessId.current()
         started = now or dt.datetime.now(dt.UTC)
         from ckptgate import __version__
@@ -219,12 +218,7 @@ class ManifestWriter:
             "started_unix": started.timestamp(),
             "suite_version": __version__,
         }
-        if store is None:
-            # exclusive: a part that exists belongs to another writer
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        self._append([self.header])
-        if store is None:
-            _fsync_dir(run_dir)  # the part's directory entry is durable too
+        sink.create(self.path, _lines([self.header]))
 
     def relative(self, path: str) -> str:
         prefix = f"{self.run_dir}/"
@@ -235,19 +229,12 @@ class ManifestWriter:
         return path[len(prefix) :]
 
     def _append(self, records: Iterable[dict[str, Any]]) -> None:
-        data = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in records)
+        data = _lines(records)
         if not data:
             return
-        if self._store is not None:
-            self._lines.append(data)
-            self._store(self.path, b"".join(self._lines))
-            return
-        if self._fd is None:
+        if not self._open:
             raise RuntimeError(f"{self.path}: the manifest is closed")
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
-        os.fsync(self._fd)
+        self._sink.append(self.path, data)
 
     def add_dirs(self, paths: Sequence[str]) -> None:
         self._append({"kind": "dir", "path": self.relative(p)} for p in paths)
@@ -305,22 +292,14 @@ class ManifestWriter:
         self._append([{"kind": "end", "kept": kept, "at": now.isoformat(timespec="seconds")}])
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Close the part (bounded; never raises: see ``BoundedAppend.close``)."""
+        if self._open:
+            self._open = False
+            self._sink.close(self.path)
 
 
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse a directory fsync; the file's own fsync still stands
-    finally:
-        os.close(fd)
+def _lines(records: Iterable[dict[str, Any]]) -> bytes:
+    return b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in records)
 
 
 # --- reading ---------------------------------------------------------------------------------

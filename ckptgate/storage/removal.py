@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ckptgate.storage.appender import suppress_hung
 from ckptgate.storage.janitor import Janitor
 from ckptgate.storage.run_lease import RunLease
 from ckptgate.storage.rundir import RunDirectory
@@ -55,7 +56,8 @@ class Removal:
         """
         removed = self._remove(paths)
         if self.run.manifest is not None:
-            self.run.manifest.removed(sorted(removed))
+            with suppress_hung():  # the removal stands; the target's hung state says why
+                self.run.manifest.removed(sorted(removed))
         return len(removed)
 
     def _remove(self, paths: list[str] | tuple[str, ...]) -> set[str]:
@@ -78,9 +80,11 @@ class Removal:
         fs = self.run.fs
         if hasattr(fs, "invalidate_cache"):
             fs.invalidate_cache()  # s3fs lists from a cache: ask the store itself
-        gone = {p for p in paths if not fs.exists(p)}
+        outcome = self.janitor.call("exists", list(paths))  # bounded: the left stay registered
+        gone = {p for p, there in outcome.done.items() if not there}
         if self.run.manifest is not None:
-            self.run.manifest.removed(sorted(gone & set(self.run.files)))
+            with suppress_hung():
+                self.run.manifest.removed(sorted(gone & set(self.run.files)))
         self.run.files = [p for p in self.run.files if p not in gone]
         return [p for p in paths if p not in gone]
 
@@ -111,7 +115,7 @@ class Removal:
             if directories and run.run_dir in run.dirs:
                 self._rmdir([run.run_dir], report)
         report.unremovable = list(self.left_behind)
-        report.hung = self.janitor.hung
+        report.hung = self.run.hung
         return report
 
     def _rmdir(self, ordered: list[str], report: CleanupReport) -> None:

@@ -25,12 +25,17 @@ from typing import Any, Protocol
 
 from fsspec import AbstractFileSystem
 
+from ckptgate.storage.appender import BoundedAppend, ManifestSink, StoreRewrite
 from ckptgate.storage.errors import TargetError
 from ckptgate.storage.fsfacts import is_local
 from ckptgate.storage.janitor import Janitor, TargetHung
-from ckptgate.storage.manifest import FileStamp, ManifestWriter, Writer
+from ckptgate.storage.manifest import FileStamp, ManifestWriter, Writer, manifest_name
 
-__all__ = ["RunDirectory", "StampedFile", "run_dir_name"]
+__all__ = ["MANIFEST_STALL_S", "RunDirectory", "StampedFile", "run_dir_name"]
+
+MANIFEST_STALL_S = 60.0
+"""How long one append to the manifest may take before the target counts as hung, where the
+caller gives no bound of its own (the session gives the profile's ``run.stall_timeout_s``)."""
 
 
 def run_dir_name(now: dt.datetime | None = None) -> str:
@@ -61,9 +66,18 @@ class RunDirectory:
     """This session's run directory on one target, and the paths registered in it."""
 
     def __init__(
-        self, url: str, protocol: str, fs: AbstractFileSystem, root: str, janitor: Janitor
+        self,
+        url: str,
+        protocol: str,
+        fs: AbstractFileSystem,
+        root: str,
+        janitor: Janitor,
+        *,
+        manifest_stall_s: float = MANIFEST_STALL_S,
     ) -> None:
         self.url = url
+        self.manifest_stall_s = manifest_stall_s
+        """The bound on each manifest append (``ckptgate.storage.appender``)."""
         self.protocol = protocol
         self.fs = fs
         self.root = root
@@ -84,12 +98,22 @@ class RunDirectory:
         """This node's manifest part (None before the run directory exists)."""
         self.meta_files: list[str] = []
         """The manifest part and the lease: removed after every registered file is gone."""
+        self._sink: ManifestSink | None = None
+
+    @property
+    def hung(self) -> str | None:
+        """Why the target counts as hung (a bounded call on it, or an append to the manifest,
+        did not return), or None."""
+        if self.janitor.hung is not None:
+            return self.janitor.hung
+        return None if self._sink is None else self._sink.hung
 
     def __getstate__(self) -> dict[str, Any]:
         """A rank process gets a copy without the manifest's descriptor (only the session
         registers and removes)."""
         state = dict(self.__dict__)
         state["manifest"] = None
+        state["_sink"] = None
         return state
 
     def create(self, *, run_id: int | None = None, nodes: int = 1) -> str:
@@ -128,12 +152,16 @@ class RunDirectory:
     def _open_manifest(self, node: int, run_id: int | None, nodes: int) -> None:
         """Start this node's manifest part (``ckptgate.storage.manifest``)."""
         assert self.run_dir is not None
-        store = None if self.local else self.fs.pipe_file
+        if self.local:
+            self._sink = BoundedAppend(self.manifest_stall_s)
+        else:
+            self._sink = StoreRewrite(self.fs.pipe_file)
         try:
             self.manifest = ManifestWriter(
-                self.run_dir, node, nodes=nodes, run_id=run_id, store=store
+                self.run_dir, node, sink=self._sink, nodes=nodes, run_id=run_id
             )
         except OSError as error:
+            self._sink.close(f"{self.run_dir}/{manifest_name(node)}")
             raise TargetError(
                 f"--target {self.url}: cannot write the run's manifest in {self.run_dir} "
                 f"({error.strerror})"
@@ -169,10 +197,10 @@ class RunDirectory:
         return "/".join([self.run_dir, *parts])
 
     def _check_not_hung(self) -> None:
-        if self.janitor.hung is not None:
+        if self.hung is not None:
             raise TargetHung(
                 errno.ETIMEDOUT,
-                f"--target {self.url} stopped answering earlier ({self.janitor.hung}); "
+                f"--target {self.url} stopped answering earlier ({self.hung}); "
                 "nothing more is tried on it",
             )
 
@@ -240,7 +268,7 @@ class RunDirectory:
         if path not in self.files:
             raise ValueError(f"{path}: this run did not register it")
         if self.manifest is not None:
-            self.manifest.add_content(path, head, stamp, self.fs.size(path))
+            self.manifest.add_content(path, head, stamp, self.janitor.one("size", path))
 
     def claim_tree(self, directory: str, *, writer: Writer) -> int:
         """Register what a third-party ``writer`` (PyTorch DCP) made inside a directory of ours.

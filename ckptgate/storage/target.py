@@ -21,6 +21,7 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 from ckptgate.storage import fsfacts
+from ckptgate.storage.appender import suppress_hung
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.errors import TargetError
 from ckptgate.storage.fsfacts import FsFacts
@@ -30,7 +31,7 @@ from ckptgate.storage.object_store import ObjectStore, PartSize, object_store, p
 from ckptgate.storage.overlap import FsIdentity, HostRegistry
 from ckptgate.storage.removal import CleanupReport, Removal
 from ckptgate.storage.run_lease import RunLease
-from ckptgate.storage.rundir import RunDirectory
+from ckptgate.storage.rundir import MANIFEST_STALL_S, RunDirectory
 
 __all__ = ["CleanupReport", "FsFacts", "Target", "TargetError", "TargetHung"]
 
@@ -44,9 +45,12 @@ class Target:
         storage_options: dict[str, Any] | None = None,
         *,
         transfer_bytes: int | None = None,
+        stall_s: float = MANIFEST_STALL_S,
     ) -> None:
         """``transfer_bytes``: on an object store, the upload part size is tied to it unless
-        ``storage_options`` set it (``ckptgate.storage.object_store.part_size``)."""
+        ``storage_options`` set it (``ckptgate.storage.object_store.part_size``). ``stall_s``:
+        how long one append to the run's manifest may take before the target counts as hung
+        (the session gives the profile's ``run.stall_timeout_s``)."""
         self.url = url
         options = dict(storage_options or {})
         self.part: PartSize | None = None
@@ -72,7 +76,7 @@ class Target:
         self.janitor = Janitor(fs)
         """Bounded calls on the target (``ckptgate.storage.janitor``)."""
         self.facts = fsfacts.target_facts(url, name, self.root)
-        self.run = RunDirectory(url, name, fs, self.root, self.janitor)
+        self.run = RunDirectory(url, name, fs, self.root, self.janitor, manifest_stall_s=stall_s)
         self.lease = RunLease(self.run, self.facts)
         self.removal = Removal(self.run, self.lease, self.janitor)
         # the parts' own methods, as the target's
@@ -123,7 +127,7 @@ class Target:
     @property
     def hung(self) -> str | None:
         """Why the target counts as hung (a call on it did not return), or None."""
-        return self.janitor.hung
+        return self.run.hung
 
     @property
     def lease_words(self) -> str | None:
@@ -153,7 +157,8 @@ class Target:
         ``ckptgate verify``."""
         self.lease.stop(ended=True)
         if self.manifest is not None:
-            self.manifest.ended(kept=True)
+            with suppress_hung():  # a hung target keeps a manifest without its end line
+                self.manifest.ended(kept=True)
             self.manifest.close()
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ import pytest
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.engine.records import detail_as
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.storage.janitor import TargetHung
 from ckptgate.storage.target import Target
 from ckptgate.workloads.readback import run_readback
 from ckptgate.workloads.write_burst import ShardFile, WriteDetail, run_write_burst
@@ -145,6 +146,58 @@ def test_a_hung_fsync_is_named_by_the_stall_timeout_and_abandoned(
         assert files[1].path in target.left_behind
     pool.close()
     bed.release()
+
+
+MANIFEST = "*/.ckptgate-manifest.node0.jsonl"
+
+
+def test_a_manifest_append_that_hangs_is_bounded_and_names_the_target(tmp_path: Path) -> None:
+    """The session writes the manifest itself: an append that never returns (an OSD gone under
+    a CephFS run) must end at the bound as ``TargetHung``, register nothing, and leave the
+    target's end-of-run calls bounded. Without the bound the register waits out the hang."""
+    with faultfs(tmp_path) as bed:
+        target = Target(str(bed.mount), stall_s=2.0)
+        target.create_run_dir()
+        write = target.new_dir("w")
+        bed.set_faults(Fault("fsync", "hang", path=MANIFEST, max_s=SAFETY_S))
+        with pytest.raises(TargetHung, match=r"append .*did not return within 2 s"):
+            target.register([f"{write}/__0_0.distcp"])
+        bed.wait_for(op="fsync", action="hang", timeout_s=SAFETY_S)  # the fault really fired
+        assert target.run.files == []  # not registered: nothing may create it
+        assert target.hung is not None and "append" in target.hung
+        with pytest.raises(TargetHung, match="stopped answering earlier"):
+            target.new_dir("next")  # nothing more is tried on a hung target
+        target.keep()  # its end line cannot be written: skipped, bounded
+        target.close()
+        assert [hit.detail for hit in bed.log() if hit.action == "hang-end"] == []  # still hung
+        bed.release()
+
+
+def test_a_session_whose_manifest_cannot_be_written_ends_with_one_line(tmp_path: Path) -> None:
+    """End to end: the manifest's first fsync hangs; the session refuses the target in one line
+    naming it and the bound (the profile's stall timeout), and ends by itself."""
+    with faultfs(tmp_path) as bed:
+        bed.set_faults(Fault("fsync", "hang", path=MANIFEST, max_s=SAFETY_S))
+        output = tmp_path / "pytest.out"
+        argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--profile=tmpfs"]
+        argv += [f"--target={bed.mount}", "--set", "run.stall_timeout_s=3", "--ranks=2"]
+        argv += ["-m", "not dcp", "-q", "ckptgate/acceptance"]
+        with open(output, "w") as out:
+            session = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            try:
+                status = session.wait(timeout=SAFETY_S)
+            except subprocess.TimeoutExpired:
+                session.kill()
+                session.wait()
+                pytest.fail(f"the session did not end within {SAFETY_S} s")
+        text = output.read_text()
+        hangs = [hit for hit in bed.log() if hit.action == "hang"]
+        bed.release()
+    assert hangs, text[-3000:]
+    assert status == 4, text[-3000:]  # a usage error: the target cannot be used
+    assert f"--target {bed.mount}: cannot write the run's manifest" in text, text[-3000:]
+    assert "did not return within 3 s" in text, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
 
 
 def test_corruption_on_read_names_the_file_and_offset(bed: FaultFS, target: Target) -> None:
