@@ -68,6 +68,19 @@ class FsspecBackend:
     def close(self, handle: IO[bytes]) -> None:
         handle.close()
 
+    def discard(self, handle: IO[bytes]) -> None:
+        """s3fs's ``discard`` aborts the multipart upload; fsspec's buffered files then count as
+        closed, so nothing commits the partial object later (on garbage collection). Files of
+        a filesystem (fsspec's ``file``) have no upload to abort: they are closed."""
+        abort = getattr(handle, "discard", None)
+        if abort is None or not hasattr(handle, "buffer"):
+            handle.close()
+            return
+        try:
+            abort()
+        finally:
+            handle.closed = True  # type: ignore[misc]  # AbstractBufferedFile's setter
+
     def open_read(self, path: str, *, direct: bool = False) -> ReadFile[IO[bytes]]:
         handle = self.fs.open(path, "rb", cache_type="none")
         refused = f"{self.protocol} through fsspec: no O_DIRECT" if direct else None

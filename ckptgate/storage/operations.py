@@ -60,6 +60,13 @@ class Writer(Protocol[H]):
         """Close a handle from ``create`` or ``open_read`` (an object store commits here)."""
         ...
 
+    def discard(self, handle: H) -> None:
+        """Close a handle from ``create`` after a failed write, committing nothing: an object
+        store aborts the upload, so no partial object appears (an abort the store refuses
+        leaves the upload to ``ckptgate clean``); a file keeps what reached it, which cleanup
+        removes as it removes every registered file."""
+        ...
+
 
 class Backend(Writer[H], Protocol[H]):
     """The whole operations table (IOR's aiori struct)."""

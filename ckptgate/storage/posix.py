@@ -50,6 +50,7 @@ class PosixBackend:
         return True
 
     close = staticmethod(os.close)
+    discard = staticmethod(os.close)  # what reached the file stays; cleanup removes it
 
     def open_read(self, path: str, *, direct: bool = False) -> ReadFile[int]:
         opened = pagecache.open_read(path, direct)

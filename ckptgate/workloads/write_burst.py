@@ -18,6 +18,7 @@ Memory per rank: the stamper's one transfer buffer (the stamped pool), whatever 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import time
@@ -167,8 +168,13 @@ def write_shard_task(
             durable = durable or synced
             phases.mark("fsync")
             progress(phase="close")
-        finally:
-            writer.close(handle)
+        except BaseException:
+            # On an object store no partial object: the upload is aborted. The failure told is
+            # the write's; an abort the store refuses leaves the upload to 'ckptgate clean'.
+            with contextlib.suppress(Exception):
+                writer.discard(handle)
+            raise
+        writer.close(handle)
         closed_at = phases.mark("close")
         stamping_ns, latency = transfer_times(marks_ns[: mark + 1])
         generate_ns += stamping_ns

@@ -3,12 +3,18 @@ called there (no fsync, a copy-and-delete commit, batch deletes)."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
+import pytest
+
 from ckptgate.fixtures.header import object_store_lines
+from ckptgate.storage.fsspec_backend import FsspecBackend
 from ckptgate.storage.object_store import OBJECT_STORES, object_store, part_size
 from ckptgate.storage.target import Target
 from tests.s3server import S3Server
+
+s3fs = pytest.importorskip("s3fs", reason="s3fs is in the test extra")
 
 MiB = 2**20
 
@@ -93,3 +99,26 @@ def test_a_target_on_a_directory_has_no_object_store_lines(
         assert object_store_lines(target) == []
     finally:
         target.close()
+
+
+def test_a_failed_write_discarded_on_s3_leaves_no_object_and_no_upload(s3: S3Server) -> None:
+    """A rank whose write fails mid-file discards its handle (``Writer.discard``): s3fs aborts
+    the multipart upload, and nothing commits the partial object later. Closing it instead
+    (what the write burst once did on every failure) makes the partial bytes an object."""
+    fs = s3fs.S3FileSystem(**s3.storage_options, default_block_size=5 * MiB)
+    backend = FsspecBackend(fs)
+    path = f"{s3.bucket}/discard/__0_0.distcp"
+    handle = backend.create(path)
+    backend.write_all(handle, b"x" * (12 * MiB))  # two 5 MiB parts uploaded, 2 MiB buffered
+    assert _uploads(fs, s3.bucket, "discard/")  # the upload the failure interrupts
+    backend.discard(handle)
+    del handle
+    gc.collect()  # fsspec files close (and commit) when collected unless discarded
+    assert _uploads(fs, s3.bucket, "discard/") == []
+    fs.invalidate_cache()
+    assert not fs.exists(path)
+
+
+def _uploads(fs: s3fs.S3FileSystem, bucket: str, prefix: str) -> list[str]:
+    listed = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
+    return [upload["Key"] for upload in listed.get("Uploads", [])]
