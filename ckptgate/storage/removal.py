@@ -29,6 +29,8 @@ class CleanupReport:
     """Directories left because they hold what the run did not create."""
     unremovable: list[str] = field(default_factory=list)
     """Files and directories a hung target made impossible to remove (never retried)."""
+    failed: list[str] = field(default_factory=list)
+    """Files whose removal the target refused, each with its error (``path: error``)."""
     hung: str | None = None
 
 
@@ -41,6 +43,10 @@ class Removal:
         self.janitor = janitor
         self.left_behind: list[str] = []
         """What the run created and a hung target made impossible to remove."""
+        self._failed: dict[str, str] = {}
+        """Files the final cleanup could not remove, with the target's error (an object store
+        that stopped answering refuses at once rather than hangs): they stay registered, and
+        the manifest that names them stays, for ``ckptgate clean``."""
         self._files_removed = False
 
     def _leave(self, paths: list[str]) -> None:
@@ -60,7 +66,9 @@ class Removal:
                 self.run.manifest.removed(sorted(removed))
         return len(removed)
 
-    def _remove(self, paths: list[str] | tuple[str, ...]) -> set[str]:
+    def _remove(self, paths: list[str] | tuple[str, ...], *, end: bool = False) -> set[str]:
+        """Remove registered ``paths``; an error raises, or at the run's ``end`` is kept in
+        ``failed`` (cleanup must finish and say what stayed, not stop at the first refusal)."""
         registered = set(self.run.files)
         for path in paths:
             if path not in registered:
@@ -70,9 +78,18 @@ class Removal:
         abandoned = set(outcome.left)
         self._leave(outcome.left)
         self.run.files = [p for p in self.run.files if p not in removed and p not in abandoned]
-        if outcome.errors:
+        if outcome.errors and not end:
             raise next(iter(outcome.errors.values()))
+        for path in removed:
+            self._failed.pop(path, None)
+        for path, error in outcome.errors.items():
+            self._failed[path] = str(error.strerror or error)
         return removed
+
+    @property
+    def failed(self) -> list[str]:
+        """``path: error`` for each file the final cleanup could not remove (still there)."""
+        return [f"{path}: {error}" for path, error in self._failed.items()]
 
     def forget_removed(self, paths: list[str] | tuple[str, ...]) -> list[str]:
         """Drop from the registry files the run's own workload deleted (a delete storm);
@@ -101,7 +118,7 @@ class Removal:
         run = self.run
         if files:
             self.lease.stop()
-            report.removed_files = len(self._remove(list(dict.fromkeys(run.files))))
+            report.removed_files = len(self._remove(list(dict.fromkeys(run.files)), end=True))
             self._files_removed = True
         if directories:
             inner = [d for d in run.dirs if d != run.run_dir]
@@ -110,11 +127,12 @@ class Removal:
         # (it registered them too, and goes last): that node's manifest goes after its try.
         others = [d for d in run.dirs if d != run.run_dir]
         settled = not others or (directories and not run.owns_dirs)
-        if self._files_removed and not self.left_behind and settled:
+        if self._files_removed and not self.left_behind and not self.failed and settled:
             self._remove_meta()  # the manifest stays while anything it lists stays
             if directories and run.run_dir in run.dirs:
                 self._rmdir([run.run_dir], report)
         report.unremovable = list(self.left_behind)
+        report.failed = list(self.failed)
         report.hung = self.run.hung
         return report
 

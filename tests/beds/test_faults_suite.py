@@ -200,6 +200,31 @@ def test_a_session_whose_manifest_cannot_be_written_ends_with_one_line(tmp_path:
     assert "Traceback" not in text, text[-3000:]
 
 
+def test_a_refused_removal_at_the_end_is_listed_and_keeps_the_manifest(
+    bed: FaultFS, target: Target
+) -> None:
+    """An object store that stopped answering refuses each removal at once (an error, not a
+    hang): the final cleanup must go on, list each file with its error, and keep the manifest
+    that names them for ``ckptgate clean``; it raised on the first refusal (a traceback at the
+    end of a RADOS Gateway run whose server died)."""
+    files = shards(Path(target.new_dir("w")))
+    target.register([s.path for s in files])
+    with RankPool(RANKS) as pool:
+        run_write_burst(pool, LOCAL, files, timeout_s=SAFETY_S)
+    bed.set_faults(Fault("unlink", "error", path="*__1_0.distcp", errno="EIO"))
+    report = target.cleanup()
+    assert report.removed_files == 1
+    assert [f.split(": ")[0] for f in report.failed] == [files[1].path]
+    assert "Input/output error" in report.failed[0]
+    assert target.run.files == [files[1].path]  # still registered
+    assert target.manifest is not None  # the manifest stays while it names what stayed
+    bed.set_faults()
+    again = target.cleanup()  # the store answers again: the file goes, then the rest
+    assert (again.removed_files, again.failed) == (1, [])
+    assert not os.listdir(bed.backing)
+    target.close()
+
+
 def test_corruption_on_read_names_the_file_and_offset(bed: FaultFS, target: Target) -> None:
     files = shards(Path(target.new_dir("w")))
     offset = 2 * TRANSFER_BYTES + 12345
