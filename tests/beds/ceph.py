@@ -338,6 +338,11 @@ class CephBed:
             client, ["python3", "-c", setxattr, path, pool], timeout_s=60
         ).check_returncode()
 
+    def _mounted(self, client: str) -> bool:
+        """Whether anything is mounted at the mount point on ``client`` (read from mountinfo)."""
+        done = self.hosts.run(client, ["cat", "/proc/self/mountinfo"])
+        return any(line.split()[4] == self.mount_point for line in done.stdout.splitlines())
+
     def fuse_connection(self, client: str) -> int:
         """The FUSE connection number of ``client``'s mount (its device minor), read from
         mountinfo: no call on the mount itself, which may hang."""
@@ -361,7 +366,9 @@ class CephBed:
         name = f"fuse.{client}"
         self._kill(name)
         host = self.hosts.hosts[client]
-        if self.hosts.run(client, ["mountpoint", "-q", self.mount_point]).returncode == 0:
+        # From mountinfo, never a call on the mount: an aborted FUSE mount stays mounted, and
+        # answers every call (mountpoint's stat too) with ENOTCONN until it is unmounted.
+        while self._mounted(client):
             _sh([*host.nsenter(), "umount", "-l", self.mount_point])
         sessions = self.ceph_json("tell", "mds.a", "session", "ls")
         assert isinstance(sessions, list)
