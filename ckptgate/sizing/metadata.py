@@ -156,8 +156,9 @@ def dcp_framing_bytes(profile: Profile) -> int:
     (dcp_metadata_chunks x 1,577 B; an Adam step's 4 B fit inside its framing) and one per
     byte entry (1,261 B each; the param group's list of names more). Source: torch 2.13,
     measured by tests/dcp/test_plan_fidelity.py (sizing.dcp_plan). 0 under
-    ``cluster.layout.writer: dlio`` (DLIO's per-file framing is not modelled)."""
-    if profile.cluster.layout.writer == "dlio":
+    ``cluster.layout.writer: dlio`` (DLIO's per-file framing is not modelled) and ``dcp``
+    (the planner's file bytes already hold it: ShardDistribution.framing_bytes)."""
+    if profile.cluster.layout.writer in ("dlio", "dcp"):
         return 0
     arch = profile.model.architecture
     names = list(parameter_shapes(arch)) if arch is not None else []

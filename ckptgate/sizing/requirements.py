@@ -391,12 +391,21 @@ def weights_only_bytes(b: Basis) -> int:
     return b["parameters"] * 2
 
 
+def _written_rule(b: Basis) -> str:
+    """Whose rule gave the per-rank bytes, for the written bytes' formula."""
+    writer = b.profile.cluster.layout.writer
+    if writer == "dcp":
+        return "sum of every rank's files (DCP's planner)"
+    if writer == "dlio":
+        return "sum of every rank's files (DLIO's layout)"
+    return f"sum of per-rank shards (replicas_write {b.profile.cluster.parallelism.replicas_write})"
+
+
 @define(
     "Bytes written per checkpoint",
     "B",
     lambda b: (
-        f"sum of per-rank shards (replicas_write "
-        f"{b.profile.cluster.parallelism.replicas_write})"
+        _written_rule(b)
         + (f"; {b.dist.written_parts()}" if b["written_bytes"] != b["checkpoint_bytes"] else "")
     ),
     SRC_ZERO,
@@ -491,8 +500,10 @@ def dcp_metadata_bytes_(b: Basis) -> int:
     "DCP framing in the data files (torch.save per chunk)",
     "B",
     lambda b: (
-        f"{format_count(dcp_metadata_chunks(b.profile))} chunks x {TORCH_SAVE_FRAMING_BYTES} B "
-        f"+ {DCP_BYTE_ENTRIES} byte entries"
+        "in the shards' bytes (DCP's planner, cluster.layout.writer: dcp)"
+        if b.profile.cluster.layout.writer == "dcp"
+        else f"{format_count(dcp_metadata_chunks(b.profile))} chunks x "
+        f"{TORCH_SAVE_FRAMING_BYTES} B + {DCP_BYTE_ENTRIES} byte entries"
     ),
     SRC_DCP_FRAMING,
     name="dcp_framing_bytes",

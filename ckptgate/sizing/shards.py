@@ -39,8 +39,9 @@ from ckptgate.sizing.architecture import (
     layer_parameters,
     output_head_parameters,
 )
+from ckptgate.sizing.dcp_scale import dcp_rank_file_bytes
 from ckptgate.sizing.dlio import dlio_layers_per_stage, dlio_layout
-from ckptgate.sizing.schema import COMPONENTS, ComponentLayout, Profile
+from ckptgate.sizing.schema import COMPONENTS, DCP_WRITER_STATE, ComponentLayout, Profile
 from ckptgate.sizing.units import format_bytes, format_count
 
 
@@ -58,6 +59,12 @@ class ShardDistribution:
     stage_parameters: tuple[int, ...]
     extra_state_bytes: int = 0
     """Fixed extra state over all ranks (cluster.layout.extra_state_bytes_per_rank x gpus)."""
+    framing_bytes: int = 0
+    """Bytes the files hold besides the state (DCP's torch.save framing, Adam's steps and the
+    param-group entries, under ``writer: dcp``), counted in per_rank_bytes."""
+    rank_files: tuple[tuple[tuple[str, int], ...], ...] | None = None
+    """Each rank's files as (name, bytes), where the writer's rule gives them (``dcp``,
+    ``dlio``); None where each rank's shard is split evenly (rank_file_bytes)."""
 
     @property
     def gpus(self) -> int:
@@ -151,12 +158,16 @@ class ShardDistribution:
         """The bytes written in words: checkpoint, replica copies, extra state (those not 0)."""
         from ckptgate.sizing.units import format_bytes
 
-        copies = self.written_bytes - self.checkpoint_bytes - self.extra_state_bytes
+        copies = (
+            self.written_bytes - self.checkpoint_bytes - self.extra_state_bytes - self.framing_bytes
+        )
         parts = [f"{format_bytes(self.checkpoint_bytes)} checkpoint"]
         if copies:
             parts.append(f"{format_bytes(copies)} replica copies")
         if self.extra_state_bytes:
             parts.append(f"{format_bytes(self.extra_state_bytes)} extra state")
+        if self.framing_bytes:
+            parts.append(f"{format_bytes(self.framing_bytes)} DCP framing and small entries")
         return " + ".join(parts)
 
     def summary(self) -> str:
@@ -404,6 +415,8 @@ def shard_distribution(profile: Profile) -> ShardDistribution:
     ``cluster.layout.writer: dlio``, DLIO's layout, sizing.dlio)."""
     if profile.cluster.layout.writer == "dlio":
         return _dlio_distribution(profile)
+    if profile.cluster.layout.writer == "dcp":
+        return _dcp_distribution(profile)
     par = profile.cluster.parallelism
     tp, pp, dp = par.tp, par.pp, par.dp
     k = profile.model.bytes_per_parameter
@@ -466,6 +479,46 @@ def _dlio_distribution(profile: Profile) -> ShardDistribution:
         pp=par.pp,
         dp=par.dp,
         stage_parameters=tuple(per_stage),
+        rank_files=tuple(tuple(files.items()) for files in layout.files),
+    )
+
+
+def _dcp_distribution(profile: Profile) -> ShardDistribution:
+    """The shard distribution of DCP's planner over the architecture's tensors
+    (``cluster.layout.writer: dcp``; sizing.dcp_scale, exactly sizing.dcp_plan's files)."""
+    par = profile.cluster.parallelism
+    arch = profile.model.architecture
+    assert arch is not None  # schema's check of writer dcp
+    k = profile.model.bytes_per_parameter
+    threads = profile.checkpoint.files_per_rank
+    state = DCP_WRITER_STATE[par.zero_stage]
+    per_file = dcp_rank_file_bytes(arch, k, par.dp, threads, state)
+    per_rank = tuple(sum(files) for files in per_file)
+    held = (
+        "every tensor Shard(0) over the ranks (FSDP2), each rank its own chunk"
+        if state == "fsdp"
+        else "every tensor replicated (DDP), each whole to the least-loaded rank (DCP's dedup)"
+    )
+    note = (
+        f"DCP's planner (cluster.layout.writer: dcp, zero_stage {par.zero_stage}: {state}): "
+        f"{held}; each rank's tensors in {threads} file{'s' if threads != 1 else ''} by size "
+        "(DCP's buckets, checkpoint.files_per_rank as thread_count); bytes with torch.save's "
+        "framing"
+    )
+    return ShardDistribution(
+        per_rank_bytes=per_rank,
+        checkpoint_bytes=profile.parameters * k,
+        policy_note=note,
+        gpus_per_node=profile.cluster.gpus_per_node,
+        tp=par.tp,
+        pp=par.pp,
+        dp=par.dp,
+        stage_parameters=(profile.parameters,),
+        framing_bytes=sum(per_rank) - profile.parameters * k,
+        rank_files=tuple(
+            tuple((f"__{r}_{i}.distcp", size) for i, size in enumerate(files))
+            for r, files in enumerate(per_file)
+        ),
     )
 
 
