@@ -27,10 +27,12 @@ from ckptgate.sizing import (
 )
 from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.fileplan import (
+    METADATA_NAME,
     FilePlan,
     dcp_plan,
     lanes,
     metadata_file,
+    named_plan,
     shard_files,
 )
 from ckptgate.workloads.readback import Verification, merge_verifications, run_readback
@@ -380,11 +382,32 @@ def file_plan(ctx: CheckContext) -> FilePlan:
         return node_share(scan_checkpoint(profile.checkpoint.replay), nodes.index, nodes.count)
     metadata_bytes = dcp_metadata_bytes(profile)
     cap = profile.run.shard_bytes_cap
+    # a trial's cap holds for the coordinator's file too (405b's is 642 MB)
+    metadata_bytes = min(metadata_bytes, cap) if cap else metadata_bytes
+    writer = profile.cluster.layout.writer
+    if plan.rank_files is not None:
+        return named_plan(
+            plan.global_ranks,
+            plan.rank_files,
+            ranks=profile.cluster.gpus,
+            metadata_name=None if writer == "dlio" else METADATA_NAME,
+            metadata_bytes=metadata_bytes,
+            rule=NAMED_RULES[writer],
+        )
     return dcp_plan(
         plan.global_ranks,
         plan.shard_bytes,
         profile.checkpoint.files_per_rank,
         ranks=profile.cluster.gpus,
-        # a trial's cap holds for the coordinator's file too (405b's is 642 MB)
-        metadata_bytes=min(metadata_bytes, cap) if cap else metadata_bytes,
+        metadata_bytes=metadata_bytes,
     )
+
+
+NAMED_RULES = {
+    "dcp": "DCP's planner (cluster.layout.writer: dcp): each rank's tensors whole in its "
+    "__{rank}_{index}.distcp files by DCP's dedup and size-balanced buckets, plus .metadata",
+    "dlio": "DLIO's layout (cluster.layout.writer: dlio): the model from dp rank 0, one "
+    "layer_XX-model_YY-model_states.pt per layer and tp rank, one "
+    "zero_pp_rank_D_mp_rank_MM_optim_states.pt per rank; no .metadata",
+}
+"""The file plan's rule in words, per writer that names its files."""

@@ -44,6 +44,7 @@ from ckptgate.sizing.shards import (
     ShardDistribution,
     played_ranks,
     rank_file_bytes,
+    scale_exact,
     shard_distribution,
 )
 from ckptgate.sizing.units import (
@@ -96,6 +97,7 @@ __all__ = [
     "profile_from_dict",
     "profile_to_dict",
     "rank_file_bytes",
+    "scale_exact",
     "shard_distribution",
     "sweep",
     "young_interval_s",

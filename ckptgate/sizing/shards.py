@@ -235,6 +235,12 @@ def _scale_exact(counts: list[int], total: int) -> list[int]:
     return floors
 
 
+def scale_exact(counts: list[int], total: int) -> list[int]:
+    """counts scaled to sum exactly to ``total`` (largest remainder, ties to the lowest index):
+    a rank's files cut down in proportion to a trial's cap on its shard."""
+    return _scale_exact(counts, total)
+
+
 def layers_per_stage(layers: int, pp: int) -> list[int]:
     """Layers on each pipeline stage: even split, extras to the middle stages first, then to
     stage 0, then to the last stage (first and last carry the embedding and the head)."""

@@ -9,6 +9,10 @@ metadata storm), so the profile's DCP split and a replayed checkpoint directory
   FileSystemWriter per-thread split, taken to its even limit), named as DCP names them,
   ``__{rank}_{index}.distcp``, plus the coordinator's ``.metadata`` of
   ``ckptgate.sizing.dcp_metadata_bytes`` bytes;
+- from the profile's writer where it names the files (``named_plan``: under
+  ``cluster.layout.writer: dcp`` DCP's planner's ``__{rank}_{i}.distcp`` and their bytes,
+  plus ``.metadata``; under ``dlio`` DLIO's ``layer_XX-model_YY-model_states.pt`` and
+  ``zero_pp_rank_D_mp_rank_MM_optim_states.pt``, 1 to 6 a rank, and no ``.metadata``);
 - from a directory (``replay.scan_checkpoint``): its files' relative paths and sizes, grouped
   per rank where the names say so, and its metadata file.
 
@@ -153,6 +157,26 @@ def dcp_plan(
         "(the extra bytes one each to the lowest indices), plus .metadata"
     )
     return FilePlan(files, METADATA_NAME, metadata_bytes, rule, None, ranks)
+
+
+def named_plan(
+    global_ranks: Sequence[int],
+    rank_files: Sequence[Sequence[tuple[str, int]]],
+    *,
+    ranks: int,
+    metadata_name: str | None,
+    metadata_bytes: int,
+    rule: str,
+) -> FilePlan:
+    """The profile's files for the played ``global_ranks`` where its writer names them
+    (``cluster.layout.writer`` dcp or dlio: each rank's (name, bytes) from the sizing), and
+    the coordinator's metadata file where the writer writes one."""
+    files = tuple(
+        PlannedFile(name, size, g, i)
+        for g, named in zip(global_ranks, rank_files, strict=True)
+        for i, (name, size) in enumerate(named)
+    )
+    return FilePlan(files, metadata_name, metadata_bytes if metadata_name else 0, rule, None, ranks)
 
 
 def shard_files(
