@@ -46,6 +46,8 @@ from ckptgate.sizing.shards import (
     rank_file_bytes,
     scale_exact,
     shard_distribution,
+    shard_file_count,
+    storm_file_count,
 )
 from ckptgate.sizing.units import (
     UnitError,
@@ -99,6 +101,8 @@ __all__ = [
     "rank_file_bytes",
     "scale_exact",
     "shard_distribution",
+    "shard_file_count",
+    "storm_file_count",
     "sweep",
     "young_interval_s",
 ]

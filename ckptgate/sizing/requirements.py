@@ -30,7 +30,6 @@ from typing import Any
 
 from ckptgate.sizing.checklist import modules_measuring
 from ckptgate.sizing.dcp_plan import TORCH_SAVE_FRAMING_BYTES
-from ckptgate.sizing.dlio import dlio_layout
 from ckptgate.sizing.metadata import (
     DCP_BYTE_ENTRIES,
     DCP_METADATA_BYTES_PER_BYTE_ENTRY,
@@ -43,7 +42,7 @@ from ckptgate.sizing.metadata import (
     dcp_metadata_tensors,
 )
 from ckptgate.sizing.schema import Profile
-from ckptgate.sizing.shards import ShardDistribution, shard_distribution
+from ckptgate.sizing.shards import ShardDistribution, shard_distribution, shard_file_count
 from ckptgate.sizing.units import (
     format_bytes,
     format_count,
@@ -794,9 +793,8 @@ def staging_bytes_per_node(b: Basis) -> int:
 def files_per_checkpoint(b: Basis) -> int:
     """gpus x files_per_rank + 1 global .metadata; under ``cluster.layout.writer: dlio`` the
     files DLIO writes. Source: PyTorch Distributed Checkpoint; sizing.dlio."""
-    if b.profile.cluster.layout.writer == "dlio":
-        return dlio_layout(b.profile).file_count
-    return b.profile.cluster.gpus * b.profile.checkpoint.files_per_rank + 1
+    files = shard_file_count(b.profile)
+    return files if b.profile.cluster.layout.writer == "dlio" else files + 1
 
 
 @define(

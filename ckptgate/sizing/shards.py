@@ -606,3 +606,18 @@ def rank_file_bytes(rank_bytes: int, files_per_rank: int) -> list[int]:
     if files_per_rank < 1:
         raise ValueError(f"files_per_rank must be at least 1, got {files_per_rank}")
     return _split_even(rank_bytes, files_per_rank)
+
+
+def shard_file_count(profile: Profile) -> int:
+    """Files of one checkpoint besides the coordinator's: DLIO's files under
+    ``cluster.layout.writer: dlio`` (1,544 at MLPerf's 405B), else gpus x files_per_rank (one
+    per DCP bucket: sizing.dcp_plan)."""
+    if profile.cluster.layout.writer == "dlio":
+        return dlio_layout(profile).file_count
+    return profile.cluster.gpus * profile.checkpoint.files_per_rank
+
+
+def storm_file_count(profile: Profile) -> int:
+    """Files the metadata storm creates per checkpoint: ``run.metadata_files`` when given
+    (fewer, for a trial), else every shard file of a checkpoint (shard_file_count)."""
+    return profile.run.metadata_files or shard_file_count(profile)
