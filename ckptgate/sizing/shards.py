@@ -475,17 +475,33 @@ def _dlio_distribution(profile: Profile) -> ShardDistribution:
     per_stage = [n * layer_parameters(arch) for n in counts]
     per_stage[0] += embedding_parameters(arch)
     per_stage[-1] += final_norm_parameters(arch) + output_head_parameters(arch)
-    k = profile.model.bytes_per_parameter
+    return _named_distribution(
+        profile, tuple(tuple(files.items()) for files in layout.files), note, per_stage
+    )
+
+
+def _named_distribution(
+    profile: Profile,
+    rank_files: tuple[tuple[tuple[str, int], ...], ...],
+    note: str,
+    stage_parameters: list[int],
+) -> ShardDistribution:
+    """The distribution of a writer that names every rank's files (dlio, dcp): each rank's
+    bytes its files' sum; whatever exceeds Ψ x K is the writer's framing."""
+    par = profile.cluster.parallelism
+    per_rank = tuple(sum(size for _, size in files) for files in rank_files)
+    checkpoint = profile.parameters * profile.model.bytes_per_parameter
     return ShardDistribution(
-        per_rank_bytes=layout.per_rank_bytes,
-        checkpoint_bytes=profile.parameters * k,
+        per_rank_bytes=per_rank,
+        checkpoint_bytes=checkpoint,
         policy_note=note,
         gpus_per_node=profile.cluster.gpus_per_node,
         tp=par.tp,
         pp=par.pp,
         dp=par.dp,
-        stage_parameters=tuple(per_stage),
-        rank_files=tuple(tuple(files.items()) for files in layout.files),
+        stage_parameters=tuple(stage_parameters),
+        framing_bytes=sum(per_rank) - checkpoint,
+        rank_files=rank_files,
     )
 
 
@@ -499,7 +515,6 @@ def _dcp_distribution(profile: Profile) -> ShardDistribution:
     threads = profile.checkpoint.files_per_rank
     state = DCP_WRITER_STATE[par.zero_stage]
     per_file = dcp_rank_file_bytes(arch, k, par.dp, threads, state)
-    per_rank = tuple(sum(files) for files in per_file)
     held = (
         "every tensor Shard(0) over the ranks (FSDP2), each rank its own chunk"
         if state == "fsdp"
@@ -511,21 +526,11 @@ def _dcp_distribution(profile: Profile) -> ShardDistribution:
         "(DCP's buckets, checkpoint.files_per_rank as thread_count); bytes with torch.save's "
         "framing"
     )
-    return ShardDistribution(
-        per_rank_bytes=per_rank,
-        checkpoint_bytes=profile.parameters * k,
-        policy_note=note,
-        gpus_per_node=profile.cluster.gpus_per_node,
-        tp=par.tp,
-        pp=par.pp,
-        dp=par.dp,
-        stage_parameters=(profile.parameters,),
-        framing_bytes=sum(per_rank) - profile.parameters * k,
-        rank_files=tuple(
-            tuple((f"__{r}_{i}.distcp", size) for i, size in enumerate(files))
-            for r, files in enumerate(per_file)
-        ),
+    rank_files = tuple(
+        tuple((f"__{r}_{i}.distcp", size) for i, size in enumerate(files))
+        for r, files in enumerate(per_file)
     )
+    return _named_distribution(profile, rank_files, note, [profile.parameters])
 
 
 _WHO = {
