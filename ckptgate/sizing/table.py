@@ -55,7 +55,8 @@ def profile_header(profile: Profile, sizing: Sizing) -> str:
             )
     basis = replay_basis(profile)
     if basis is not None:
-        lines.append(basis)
+        replay = profile.checkpoint.replay
+        lines.append(f"checkpoint.replay {replay}: the run plays that tree's own files; {basis}")
     return "\n".join(lines)
 
 
@@ -66,10 +67,9 @@ def replay_basis(profile: Profile) -> str | None:
     if not replay:
         return None
     return (
-        f"checkpoint.replay {replay}: the acceptance run plays that tree's own files; async "
-        "persist requires the replayed bytes / interval x headroom and the save's stall is "
-        "the replayed save's measured time against the stall budget; every other figure "
-        "here (the table, the per-node and cluster-wide rates) is the profile's"
+        "async persist requires the replayed bytes / interval x headroom and the save's stall "
+        "is the replayed save's measured time against the stall budget; every other figure "
+        "(the sizing table, the per-node and cluster-wide rates) is the profile's"
     )
 
 
