@@ -308,6 +308,23 @@ def dcp_rank_file_bytes(
     return tuple(out)
 
 
+def dcp_chunk_count(
+    arch: Architecture, bytes_per_parameter: int, world_size: int, layout: str
+) -> int:
+    """Tensor chunks the save keeps after the dedup, as its ``.metadata`` lists them: per
+    ``Shard(0)`` tensor its non-empty chunks plus one for all its empty ones (one offset,
+    deduplicated), one per replicated tensor (Adam's steps included)."""
+    slots, _ = _slots(arch, bytes_per_parameter, layout)
+    count = 0
+    for slot in slots:
+        if slot.rows:
+            empty = _first_empty_rank(slot.rows, world_size)
+            count += empty + (1 if empty < world_size else 0)
+        elif slot.is_tensor:
+            count += 1
+    return count
+
+
 def _main() -> None:
     """Time the plan of a 405B tensor list (Llama 3, K = 14) at 2,048 to 16,384 ranks, FSDP
     and replicated, thread_count 1 and 8 (CPU seconds of this process)."""

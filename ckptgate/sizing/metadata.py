@@ -54,7 +54,8 @@ from ckptgate.sizing.dcp_plan import (
     TORCH_SAVE_FRAMING_BYTES,
     names_entry_bytes,
 )
-from ckptgate.sizing.schema import COMPONENTS, Profile
+from ckptgate.sizing.dcp_scale import dcp_chunk_count
+from ckptgate.sizing.schema import COMPONENTS, DCP_WRITER_STATE, Profile
 from ckptgate.sizing.shards import (
     Placement,
     placement,
@@ -128,7 +129,12 @@ def dcp_metadata_tensors(profile: Profile) -> int:
 
 
 def dcp_metadata_chunks(profile: Profile) -> int:
-    """Chunks the whole checkpoint saves, as DCP's ``.metadata`` lists them (module docstring)."""
+    """Chunks the whole checkpoint saves, as DCP's ``.metadata`` lists them (module docstring;
+    under ``cluster.layout.writer: dcp`` the planner's count, sizing.dcp_scale)."""
+    arch, par = profile.model.architecture, profile.cluster.parallelism
+    if profile.cluster.layout.writer == "dcp" and arch is not None:  # the planner's own count
+        state = DCP_WRITER_STATE[par.zero_stage]
+        return dcp_chunk_count(arch, profile.model.bytes_per_parameter, par.dp, state)
     counts = parameter_tensors(profile)
     steps = sum(counts.values())
     return steps + sum(

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ckptgate.sizing.dcp_plan import dcp_save_layout
-from ckptgate.sizing.dcp_scale import _fill_equal, dcp_rank_file_bytes
+from ckptgate.sizing.dcp_plan import dcp_save_layout, dedup_save_plans, local_plan
+from ckptgate.sizing.dcp_scale import _fill_equal, dcp_chunk_count, dcp_rank_file_bytes
 from ckptgate.sizing.schema import Architecture
 
 SMALL = Architecture(hidden=16, ffn_hidden=40, layers=3, heads=4, kv_heads=1, vocab=37)
@@ -75,3 +75,19 @@ def test_a_bad_world_size_or_layout_is_refused_by_name() -> None:
         dcp_rank_file_bytes(SMALL, 14, 0, 1, "fsdp")
     with pytest.raises(ValueError, match="layout: 'zero'"):
         dcp_rank_file_bytes(SMALL, 14, 2, 1, "zero")
+
+
+@settings(max_examples=30)
+@given(
+    arch=st.sampled_from([SMALL, TEST_SHAPE]),
+    k=st.sampled_from([12, 14, 16]),
+    world_size=st.integers(1, 70),
+    layout=st.sampled_from(["fsdp", "replicated"]),
+)
+@example(arch=SMALL, k=14, world_size=40, layout="fsdp")  # empty chunks, one kept per tensor
+def test_the_chunk_count_is_what_the_dedup_keeps(
+    arch: Architecture, k: int, world_size: int, layout: str
+) -> None:
+    plans = [local_plan(arch, k, world_size, r, layout) for r in range(world_size)]
+    kept = sum(item.is_tensor for plan in dedup_save_plans(plans) for item in plan)
+    assert dcp_chunk_count(arch, k, world_size, layout) == kept

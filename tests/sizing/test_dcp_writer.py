@@ -11,7 +11,8 @@ import pytest
 
 from ckptgate.sizing import ProfileError, derive, load_profile
 from ckptgate.sizing.dcp_plan import dcp_save_layout
-from ckptgate.sizing.dcp_scale import dcp_rank_file_bytes
+from ckptgate.sizing.dcp_scale import dcp_chunk_count, dcp_rank_file_bytes
+from ckptgate.sizing.metadata import dcp_metadata_chunks
 
 DCP_TMPFS = [
     "model.parameters=null",
@@ -83,3 +84,17 @@ def test_a_layout_dcp_cannot_plan_is_refused_by_name(overrides: list[str], key: 
     with pytest.raises(ProfileError) as refused:
         load_profile("tmpfs", [*DCP_TMPFS, *overrides])
     assert key in str(refused.value) and "allowed" in str(refused.value)
+
+
+def test_the_metadata_counts_the_chunks_the_planner_keeps() -> None:
+    """FSDP at 2,048 ranks: K and V (1,024 rows) have 1,024 empty chunks each, which DCP's
+    dedup keeps once; the per-placement count listed all 2,048 (1.59 GB, now 1.42 GB)."""
+    fsdp = load_profile("405b-fsdp")
+    arch = fsdp.model.architecture
+    assert arch is not None
+    chunks = dcp_metadata_chunks(fsdp)
+    assert chunks == dcp_chunk_count(arch, 14, 2048, "fsdp")
+    kv = 126 * 2 * 4  # K and V of every layer, four kinds of state each
+    assert chunks < 5685 * 2048 - kv * 1000
+    replicated = load_profile("405b-fsdp", ["cluster.parallelism.zero_stage=0"])
+    assert dcp_metadata_chunks(replicated) == 5685 <= chunks
