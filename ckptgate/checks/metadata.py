@@ -133,7 +133,10 @@ def _storm_round(
     timeout_s = ctx.save_timeout_s
     directory = target.new_dir("metadata", f"step-{step}")
     if replay is None:
-        planned = storm_files(directory, files, profile.checkpoint.files_per_rank)
+        dist = ctx.sizing.distribution
+        named = dist.rank_files if dist is not None else None
+        names = [[n for n, _ in rank] for rank in named] if named is not None else None
+        planned = storm_files(directory, files, profile.checkpoint.files_per_rank, names)
     else:  # the replayed tree's own files, in its own subdirectories
         for sub in replay.subdirectories():
             target.new_dir("metadata", f"step-{step}", *sub)
