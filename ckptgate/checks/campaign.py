@@ -27,10 +27,12 @@ from ckptgate.sizing import (
 )
 from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.fileplan import (
+    METADATA_NAME,
     FilePlan,
+    commit_files,
     dcp_plan,
     lanes,
-    metadata_file,
+    named_plan,
     shard_files,
 )
 from ckptgate.workloads.readback import Verification, merge_verifications, run_readback
@@ -65,8 +67,9 @@ class WriteCampaign:
     """The last round's files of every node on node 0 (it judges); this node's elsewhere."""
     latest_next: list[ShardFile] = field(default_factory=list)
     """The next node's files of the last round (this node reads them back)."""
-    latest_metadata: ShardFile | None = None
-    """The last round's ``.metadata`` (node 0, the coordinator, writes it)."""
+    latest_commit: list[ShardFile] = field(default_factory=list)
+    """The last round's coordinator files, ``.metadata`` (node 0, the coordinator, writes
+    them after every shard; a replayed tree's in commit order, deepest directory first)."""
     verified_bytes: int = 0
     """Bytes of earlier rounds read back and verified (untimed) before they were removed."""
     failure: str | None = None
@@ -114,8 +117,7 @@ class WriteCampaign:
     def saved_bytes(self) -> int:
         """What one save of the played nodes writes: their shards and the coordinator's
         ``.metadata`` (on node 0, which judges)."""
-        metadata = self.latest_metadata.bytes if self.latest_metadata is not None else 0
-        return self.played_bytes + metadata
+        return self.played_bytes + sum(f.bytes for f in self.latest_commit)
 
     @property
     def latest_all(self) -> list[ShardFile]:
@@ -156,9 +158,7 @@ class WriteCampaign:
         if not replay:
             return None
         source = scan_checkpoint(replay)
-        written = list(self.latest_all)
-        if self.latest_metadata is not None:
-            written.append(self.latest_metadata)
+        written = [*self.latest_all, *self.latest_commit]
         fs = self.ctx.target.fs
         on_target = sum(fs.size(f.path) for f in written)
         return {
@@ -168,11 +168,12 @@ class WriteCampaign:
             "reproduced": on_target == source.total_bytes and len(written) == source.file_count,
         }
 
-    def metadata_in(self, directory: str) -> ShardFile | None:
-        """The coordinator's ``.metadata`` of one checkpoint in ``directory`` (node 0 only)."""
+    def commit_in(self, directory: str) -> list[ShardFile]:
+        """The coordinator's files of one checkpoint in ``directory``, in commit order (node 0
+        only; ``fileplan.commit_files``)."""
         if self.ctx.nodes.index != 0:
-            return None
-        return metadata_file(self.file_plan, directory, self.ctx.run_id, self.transfer_bytes)
+            return []
+        return commit_files(self.file_plan, directory, self.ctx.run_id, self.transfer_bytes)
 
     def verify(self, shards: list[ShardFile]) -> None:
         """Read back and verify every byte of ``shards`` (untimed, this node's files, each
@@ -204,9 +205,9 @@ class WriteCampaign:
 
     def drop_latest(self) -> None:
         """Remove the last checkpoint's files and its ``.metadata`` (untimed)."""
-        if self.latest_metadata is not None:
-            self.ctx.target.remove_files([self.latest_metadata.path])
-            self.latest_metadata = None
+        if self.latest_commit:
+            self.ctx.target.remove_files([f.path for f in self.latest_commit])
+            self.latest_commit = []
         if self.latest:
             self.ctx.target.remove_files([s.path for s in self.latest])
             self.latest = []
@@ -223,11 +224,11 @@ class WriteCampaign:
         self._step += 1
         directory = self.new_checkpoint_dir("write", f"step-{self._step}")
         shards = self.shards_in(directory)
-        metadata = self.metadata_in(directory)
+        commit = self.commit_in(directory)
         target.register_shards(shards, writer=Writer.WRITE_BURST)
-        if metadata:
-            target.register_shards([metadata], writer=Writer.WRITE_COMMIT)
-        self.latest, self.latest_metadata = shards, metadata
+        if commit:
+            target.register_shards(commit, writer=Writer.WRITE_COMMIT)
+        self.latest, self.latest_commit = shards, commit
         return shards
 
     def write_round(self, shards: list[ShardFile] | None = None) -> BurstResult:
@@ -260,21 +261,21 @@ class WriteCampaign:
         its gather. Timed as part of the save: its record is placed after the ranks' span
         (the gather between them is not counted: a framework's barrier costs far less), so the
         burst's span ends with it. Then verified at once (untimed): no read pass reads it."""
-        metadata = self.latest_metadata
+        commit = self.latest_commit
         ctx = self.ctx
 
         def write() -> BurstResult | None:
-            if metadata is None:
+            if not commit:
                 return None
-            with ctx.pool.alone():
+            with ctx.pool.alone():  # one coordinator writes them in order, one after another
                 written = run_write_burst(
                     ctx.pool,
                     ctx.target.spec,
-                    [metadata],
+                    commit,
                     self.timeout_s,
                     phase="commit .metadata",
                 )
-                read = run_readback(ctx.pool, ctx.target.spec, [metadata], self.timeout_s, shift=0)
+                read = run_readback(ctx.pool, ctx.target.spec, commit, self.timeout_s, shift=0)
             self.verified_bytes += read.burst.total_bytes
             return written
 
@@ -380,11 +381,32 @@ def file_plan(ctx: CheckContext) -> FilePlan:
         return node_share(scan_checkpoint(profile.checkpoint.replay), nodes.index, nodes.count)
     metadata_bytes = dcp_metadata_bytes(profile)
     cap = profile.run.shard_bytes_cap
+    # a trial's cap holds for the coordinator's file too (405b's is 642 MB)
+    metadata_bytes = min(metadata_bytes, cap) if cap else metadata_bytes
+    writer = profile.cluster.layout.writer
+    if plan.rank_files is not None:
+        return named_plan(
+            plan.global_ranks,
+            plan.rank_files,
+            ranks=profile.cluster.gpus,
+            metadata_name=None if writer == "dlio" else METADATA_NAME,
+            metadata_bytes=metadata_bytes,
+            rule=NAMED_RULES[writer],
+        )
     return dcp_plan(
         plan.global_ranks,
         plan.shard_bytes,
         profile.checkpoint.files_per_rank,
         ranks=profile.cluster.gpus,
-        # a trial's cap holds for the coordinator's file too (405b's is 642 MB)
-        metadata_bytes=min(metadata_bytes, cap) if cap else metadata_bytes,
+        metadata_bytes=metadata_bytes,
     )
+
+
+NAMED_RULES = {
+    "dcp": "DCP's planner (cluster.layout.writer: dcp): each rank's tensors whole in its "
+    "__{rank}_{index}.distcp files by DCP's dedup and size-balanced buckets, plus .metadata",
+    "dlio": "DLIO's layout (cluster.layout.writer: dlio): the model from dp rank 0, one "
+    "layer_XX-model_YY-model_states.pt per layer and tp rank, one "
+    "zero_pp_rank_D_mp_rank_MM_optim_states.pt per rank; no .metadata",
+}
+"""The file plan's rule in words, per writer that names its files."""

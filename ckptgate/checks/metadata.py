@@ -28,7 +28,7 @@ from typing import Any
 from ckptgate.checks.context import CheckContext
 from ckptgate.cluster.nodes import run_everywhere
 from ckptgate.report.items import Item, judge
-from ckptgate.sizing import format_bytes, format_count, format_seconds
+from ckptgate.sizing import format_bytes, format_count, format_seconds, storm_file_count
 from ckptgate.sizing.checklist import BY_ID
 from ckptgate.storage.manifest import FileStamp, Writer
 from ckptgate.storage.target import Target
@@ -133,7 +133,10 @@ def _storm_round(
     timeout_s = ctx.save_timeout_s
     directory = target.new_dir("metadata", f"step-{step}")
     if replay is None:
-        planned = storm_files(directory, files, profile.checkpoint.files_per_rank)
+        dist = ctx.sizing.distribution
+        named = dist.rank_files if dist is not None else None
+        names = [[n for n, _ in rank] for rank in named] if named is not None else None
+        planned = storm_files(directory, files, profile.checkpoint.files_per_rank, names)
     else:  # the replayed tree's own files, in its own subdirectories
         for sub in replay.subdirectories():
             target.new_dir("metadata", f"step-{step}", *sub)
@@ -228,12 +231,8 @@ def run_metadata(ctx: CheckContext) -> MetadataRun:
     older; their files are the run's (registered; the session's cleanup removes what stays)."""
     profile, nodes, target, pool = ctx.profile, ctx.nodes, ctx.target, ctx.pool
     replay = scan_checkpoint(profile.checkpoint.replay) if profile.checkpoint.replay else None
-    if replay is not None:  # every file of the replayed tree, whatever run.metadata_files says
-        files = len(replay.files)
-    else:
-        files = profile.run.metadata_files or profile.cluster.gpus * (
-            profile.checkpoint.files_per_rank
-        )
+    # every file of the replayed tree, whatever run.metadata_files says
+    files = len(replay.files) if replay is not None else storm_file_count(profile)
     timeout_s = ctx.save_timeout_s
     target.new_dir("metadata")
     rounds = [_storm_round(ctx, step, files, replay) for step in range(1, ROUNDS + 1)]

@@ -33,7 +33,7 @@ from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import merge_nodes
 from ckptgate.projection.projected import Projection, project
 from ckptgate.projection.usl import mean_interval
-from ckptgate.sizing import Requirement, format_count
+from ckptgate.sizing import Requirement, format_count, storm_file_count
 from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.fileplan import ShardFile, lanes
 from ckptgate.workloads.readback import run_readback
@@ -215,9 +215,7 @@ class ScalingSweep:
     def storm_files_per_rank(self) -> int:
         """The main storm's files per rank at this run's scale (at least one)."""
         profile, ctx = self.ctx.profile, self.ctx
-        files = profile.run.metadata_files or profile.cluster.gpus * (
-            profile.checkpoint.files_per_rank
-        )
+        files = storm_file_count(profile)
         return max(1, math.ceil(files / (ctx.nodes.count * ctx.pool.ranks)))
 
     def step_timeout_s(self) -> float:

@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ckptgate.sizing import Profile, ShardDistribution, played_ranks, shard_distribution
+from ckptgate.sizing import (
+    Profile,
+    ShardDistribution,
+    played_ranks,
+    scale_exact,
+    shard_distribution,
+)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,9 @@ class NodePlan:
     shard_bytes: tuple[int, ...]
     uncapped_shard_bytes: tuple[int, ...]
     largest_shard_bytes: int
+    rank_files: tuple[tuple[tuple[str, int], ...], ...] | None = None
+    """Each played rank's files (name, bytes) where the profile's writer names them (``dcp``,
+    ``dlio``), cut in proportion to a trial's cap; None for an even split of each shard."""
 
     @property
     def ranks(self) -> int:
@@ -84,6 +93,11 @@ def plan_node(
     uncapped = tuple(dist.per_rank_bytes[g] for g in chosen)
     cap = profile.run.shard_bytes_cap
     capped = tuple(min(b, cap) for b in uncapped) if cap else uncapped
+    files = None
+    if dist.rank_files is not None:
+        files = tuple(
+            _capped(dist.rank_files[g], total) for g, total in zip(chosen, capped, strict=True)
+        )
     return NodePlan(
         profile_name=profile.name,
         node_index=node_index,
@@ -95,4 +109,14 @@ def plan_node(
         shard_bytes=capped,
         uncapped_shard_bytes=uncapped,
         largest_shard_bytes=dist.largest_bytes,
+        rank_files=files,
     )
+
+
+def _capped(files: tuple[tuple[str, int], ...], total: int) -> tuple[tuple[str, int], ...]:
+    """A rank's files with their bytes scaled to sum to ``total`` (its shard, capped)."""
+    sizes = [size for _, size in files]
+    if sum(sizes) == total:
+        return files
+    scaled = scale_exact(sizes, total)
+    return tuple((name, size) for (name, _), size in zip(files, scaled, strict=True))

@@ -44,7 +44,10 @@ from ckptgate.sizing.shards import (
     ShardDistribution,
     played_ranks,
     rank_file_bytes,
+    scale_exact,
     shard_distribution,
+    shard_file_count,
+    storm_file_count,
 )
 from ckptgate.sizing.units import (
     UnitError,
@@ -96,7 +99,10 @@ __all__ = [
     "profile_from_dict",
     "profile_to_dict",
     "rank_file_bytes",
+    "scale_exact",
     "shard_distribution",
+    "shard_file_count",
+    "storm_file_count",
     "sweep",
     "young_interval_s",
 ]

@@ -54,7 +54,8 @@ from ckptgate.sizing.dcp_plan import (
     TORCH_SAVE_FRAMING_BYTES,
     names_entry_bytes,
 )
-from ckptgate.sizing.schema import COMPONENTS, Profile
+from ckptgate.sizing.dcp_scale import dcp_chunk_count
+from ckptgate.sizing.schema import COMPONENTS, DCP_WRITER_STATE, Profile
 from ckptgate.sizing.shards import (
     Placement,
     placement,
@@ -128,7 +129,12 @@ def dcp_metadata_tensors(profile: Profile) -> int:
 
 
 def dcp_metadata_chunks(profile: Profile) -> int:
-    """Chunks the whole checkpoint saves, as DCP's ``.metadata`` lists them (module docstring)."""
+    """Chunks the whole checkpoint saves, as DCP's ``.metadata`` lists them (module docstring;
+    under ``cluster.layout.writer: dcp`` the planner's count, sizing.dcp_scale)."""
+    arch, par = profile.model.architecture, profile.cluster.parallelism
+    if profile.cluster.layout.writer == "dcp" and arch is not None:  # the planner's own count
+        state = DCP_WRITER_STATE[par.zero_stage]
+        return dcp_chunk_count(arch, profile.model.bytes_per_parameter, par.dp, state)
     counts = parameter_tensors(profile)
     steps = sum(counts.values())
     return steps + sum(
@@ -156,8 +162,9 @@ def dcp_framing_bytes(profile: Profile) -> int:
     (dcp_metadata_chunks x 1,577 B; an Adam step's 4 B fit inside its framing) and one per
     byte entry (1,261 B each; the param group's list of names more). Source: torch 2.13,
     measured by tests/dcp/test_plan_fidelity.py (sizing.dcp_plan). 0 under
-    ``cluster.layout.writer: dlio`` (DLIO's per-file framing is not modelled)."""
-    if profile.cluster.layout.writer == "dlio":
+    ``cluster.layout.writer: dlio`` (DLIO's per-file framing is not modelled) and ``dcp``
+    (the planner's file bytes already hold it: ShardDistribution.framing_bytes)."""
+    if profile.cluster.layout.writer in ("dlio", "dcp"):
         return 0
     arch = profile.model.architecture
     names = list(parameter_shapes(arch)) if arch is not None else []

@@ -35,6 +35,7 @@ SHIPPED_PROFILES: tuple[str, ...] = (
     "70b",
     "405b",
     "405b-meta",
+    "405b-fsdp",
     "tmpfs",
     "mlperf-8b",
     "mlperf-70b",

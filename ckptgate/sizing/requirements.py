@@ -30,7 +30,6 @@ from typing import Any
 
 from ckptgate.sizing.checklist import modules_measuring
 from ckptgate.sizing.dcp_plan import TORCH_SAVE_FRAMING_BYTES
-from ckptgate.sizing.dlio import dlio_layout
 from ckptgate.sizing.metadata import (
     DCP_BYTE_ENTRIES,
     DCP_METADATA_BYTES_PER_BYTE_ENTRY,
@@ -43,7 +42,7 @@ from ckptgate.sizing.metadata import (
     dcp_metadata_tensors,
 )
 from ckptgate.sizing.schema import Profile
-from ckptgate.sizing.shards import ShardDistribution, shard_distribution
+from ckptgate.sizing.shards import ShardDistribution, shard_distribution, shard_file_count
 from ckptgate.sizing.units import (
     format_bytes,
     format_count,
@@ -391,12 +390,21 @@ def weights_only_bytes(b: Basis) -> int:
     return b["parameters"] * 2
 
 
+def _written_rule(b: Basis) -> str:
+    """Whose rule gave the per-rank bytes, for the written bytes' formula."""
+    writer = b.profile.cluster.layout.writer
+    if writer == "dcp":
+        return "sum of every rank's files (DCP's planner)"
+    if writer == "dlio":
+        return "sum of every rank's files (DLIO's layout)"
+    return f"sum of per-rank shards (replicas_write {b.profile.cluster.parallelism.replicas_write})"
+
+
 @define(
     "Bytes written per checkpoint",
     "B",
     lambda b: (
-        f"sum of per-rank shards (replicas_write "
-        f"{b.profile.cluster.parallelism.replicas_write})"
+        _written_rule(b)
         + (f"; {b.dist.written_parts()}" if b["written_bytes"] != b["checkpoint_bytes"] else "")
     ),
     SRC_ZERO,
@@ -491,8 +499,10 @@ def dcp_metadata_bytes_(b: Basis) -> int:
     "DCP framing in the data files (torch.save per chunk)",
     "B",
     lambda b: (
-        f"{format_count(dcp_metadata_chunks(b.profile))} chunks x {TORCH_SAVE_FRAMING_BYTES} B "
-        f"+ {DCP_BYTE_ENTRIES} byte entries"
+        "in the shards' bytes (DCP's planner, cluster.layout.writer: dcp)"
+        if b.profile.cluster.layout.writer == "dcp"
+        else f"{format_count(dcp_metadata_chunks(b.profile))} chunks x "
+        f"{TORCH_SAVE_FRAMING_BYTES} B + {DCP_BYTE_ENTRIES} byte entries"
     ),
     SRC_DCP_FRAMING,
     name="dcp_framing_bytes",
@@ -783,9 +793,8 @@ def staging_bytes_per_node(b: Basis) -> int:
 def files_per_checkpoint(b: Basis) -> int:
     """gpus x files_per_rank + 1 global .metadata; under ``cluster.layout.writer: dlio`` the
     files DLIO writes. Source: PyTorch Distributed Checkpoint; sizing.dlio."""
-    if b.profile.cluster.layout.writer == "dlio":
-        return dlio_layout(b.profile).file_count
-    return b.profile.cluster.gpus * b.profile.checkpoint.files_per_rank + 1
+    files = shard_file_count(b.profile)
+    return files if b.profile.cluster.layout.writer == "dlio" else files + 1
 
 
 @define(

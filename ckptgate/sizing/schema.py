@@ -45,6 +45,10 @@ class ModelSpec:
 
 
 REPLICA_POLICIES = ("one", "all", "spread")
+WRITERS = ("megatron", "dlio", "dcp")
+DCP_WRITER_STATE = {3: "fsdp", 0: "replicated"}
+"""cluster.parallelism.zero_stage -> the DCP state layout of ``writer: dcp`` (FSDP2's Shard(0)
+of every tensor; DDP's replicated tensors)."""
 
 
 @dataclass(frozen=True)
@@ -97,9 +101,11 @@ class Layout:
     layers: ComponentLayout = _DEFAULT_COMPONENT
     extra_state_bytes_per_rank: int = field(default=0, metadata=meta("bytes", ge=0))
     layers_per_stage: tuple[int, ...] | None = field(default=None, metadata=meta(ge=0))
-    writer: str = field(default="megatron", metadata=meta(choices=("megatron", "dlio")))
-    """Who writes what: ``megatron`` (the per-component rules above, sizing.shards) or
-    ``dlio`` (DLIO's own layout, as MLPerf Storage runs it: sizing.dlio)."""
+    writer: str = field(default="megatron", metadata=meta(choices=WRITERS))
+    """Who writes what: ``megatron`` (the per-component rules above, sizing.shards),
+    ``dlio`` (DLIO's own layout, as MLPerf Storage runs it: sizing.dlio) or ``dcp`` (PyTorch
+    DCP's planner over the architecture's tensors, sizing.dcp_scale: data parallel only, FSDP
+    state at zero_stage 3, replicated at 0, checkpoint.files_per_rank as its thread_count)."""
 
 
 COMPONENTS = ("embedding", "head", "layers")
@@ -257,6 +263,8 @@ def cross_check(ctx: Context, profile: Profile) -> None:
             f"!= cluster.gpus = {cluster.gpus}; allowed: tp*pp*dp equal to gpus"
         )
     layout = cluster.layout
+    if layout.writer == "dcp":
+        _check_dcp_writer(ctx, profile)
     for name in COMPONENTS:
         shard = getattr(layout, name).dp_shard
         if shard is not None and par.dp % shard:
@@ -292,4 +300,42 @@ def cross_check(ctx: Context, profile: Profile) -> None:
             par.pp,
             f"more pipeline stages than model.architecture.layers ({model.architecture.layers})",
             "pp <= layers",
+        )
+
+
+def _check_dcp_writer(ctx: Context, profile: Profile) -> None:
+    """``cluster.layout.writer: dcp`` plans DCP's save of a data-parallel job's tensors."""
+    model, par = profile.model, profile.cluster.parallelism
+    key = "cluster.layout.writer"
+    if model.architecture is None:
+        raise ctx.error(key, "dcp", "needs model.architecture (its tensors)", "megatron")
+    if par.tp != 1 or par.pp != 1:
+        raise ctx.error(
+            "cluster.parallelism",
+            f"tp {par.tp}, pp {par.pp}",
+            "writer dcp plans a data-parallel save",
+            "tp 1 and pp 1 (or cluster.layout.writer: megatron)",
+        )
+    if par.zero_stage not in DCP_WRITER_STATE:
+        raise ctx.error(
+            "cluster.parallelism.zero_stage",
+            par.zero_stage,
+            "has no DCP state layout under cluster.layout.writer: dcp",
+            "3 (FSDP, every tensor Shard(0)) or 0 (replicated)",
+        )
+    counted = count_parameters(model.architecture)
+    if model.parameters is not None and model.parameters != counted:
+        raise ctx.error(
+            "model.parameters",
+            model.parameters,
+            f"differs from the {counted:,} the architecture counts; writer dcp plans the "
+            "architecture's own tensors",
+            f"omitted, or {counted}",
+        )
+    if model.bytes_per_parameter not in (12, 14, 16):
+        raise ctx.error(
+            "model.bytes_per_parameter",
+            model.bytes_per_parameter,
+            "has no DCP state under cluster.layout.writer: dcp",
+            "12, 14 or 16",
         )

@@ -39,8 +39,9 @@ from ckptgate.sizing.architecture import (
     layer_parameters,
     output_head_parameters,
 )
+from ckptgate.sizing.dcp_scale import dcp_rank_file_bytes
 from ckptgate.sizing.dlio import dlio_layers_per_stage, dlio_layout
-from ckptgate.sizing.schema import COMPONENTS, ComponentLayout, Profile
+from ckptgate.sizing.schema import COMPONENTS, DCP_WRITER_STATE, ComponentLayout, Profile
 from ckptgate.sizing.units import format_bytes, format_count
 
 
@@ -58,6 +59,12 @@ class ShardDistribution:
     stage_parameters: tuple[int, ...]
     extra_state_bytes: int = 0
     """Fixed extra state over all ranks (cluster.layout.extra_state_bytes_per_rank x gpus)."""
+    framing_bytes: int = 0
+    """Bytes the files hold besides the state (DCP's torch.save framing, Adam's steps and the
+    param-group entries, under ``writer: dcp``), counted in per_rank_bytes."""
+    rank_files: tuple[tuple[tuple[str, int], ...], ...] | None = None
+    """Each rank's files as (name, bytes), where the writer's rule gives them (``dcp``,
+    ``dlio``); None where each rank's shard is split evenly (rank_file_bytes)."""
 
     @property
     def gpus(self) -> int:
@@ -151,12 +158,16 @@ class ShardDistribution:
         """The bytes written in words: checkpoint, replica copies, extra state (those not 0)."""
         from ckptgate.sizing.units import format_bytes
 
-        copies = self.written_bytes - self.checkpoint_bytes - self.extra_state_bytes
+        copies = (
+            self.written_bytes - self.checkpoint_bytes - self.extra_state_bytes - self.framing_bytes
+        )
         parts = [f"{format_bytes(self.checkpoint_bytes)} checkpoint"]
         if copies:
             parts.append(f"{format_bytes(copies)} replica copies")
         if self.extra_state_bytes:
             parts.append(f"{format_bytes(self.extra_state_bytes)} extra state")
+        if self.framing_bytes:
+            parts.append(f"{format_bytes(self.framing_bytes)} DCP framing and small entries")
         return " + ".join(parts)
 
     def summary(self) -> str:
@@ -222,6 +233,12 @@ def _scale_exact(counts: list[int], total: int) -> list[int]:
     for i in order[:short]:
         floors[i] += 1
     return floors
+
+
+def scale_exact(counts: list[int], total: int) -> list[int]:
+    """counts scaled to sum exactly to ``total`` (largest remainder, ties to the lowest index):
+    a rank's files cut down in proportion to a trial's cap on its shard."""
+    return _scale_exact(counts, total)
 
 
 def layers_per_stage(layers: int, pp: int) -> list[int]:
@@ -404,6 +421,8 @@ def shard_distribution(profile: Profile) -> ShardDistribution:
     ``cluster.layout.writer: dlio``, DLIO's layout, sizing.dlio)."""
     if profile.cluster.layout.writer == "dlio":
         return _dlio_distribution(profile)
+    if profile.cluster.layout.writer == "dcp":
+        return _dcp_distribution(profile)
     par = profile.cluster.parallelism
     tp, pp, dp = par.tp, par.pp, par.dp
     k = profile.model.bytes_per_parameter
@@ -456,17 +475,62 @@ def _dlio_distribution(profile: Profile) -> ShardDistribution:
     per_stage = [n * layer_parameters(arch) for n in counts]
     per_stage[0] += embedding_parameters(arch)
     per_stage[-1] += final_norm_parameters(arch) + output_head_parameters(arch)
-    k = profile.model.bytes_per_parameter
+    return _named_distribution(
+        profile, tuple(tuple(files.items()) for files in layout.files), note, per_stage
+    )
+
+
+def _named_distribution(
+    profile: Profile,
+    rank_files: tuple[tuple[tuple[str, int], ...], ...],
+    note: str,
+    stage_parameters: list[int],
+) -> ShardDistribution:
+    """The distribution of a writer that names every rank's files (dlio, dcp): each rank's
+    bytes its files' sum; whatever exceeds Ψ x K is the writer's framing."""
+    par = profile.cluster.parallelism
+    per_rank = tuple(sum(size for _, size in files) for files in rank_files)
+    checkpoint = profile.parameters * profile.model.bytes_per_parameter
     return ShardDistribution(
-        per_rank_bytes=layout.per_rank_bytes,
-        checkpoint_bytes=profile.parameters * k,
+        per_rank_bytes=per_rank,
+        checkpoint_bytes=checkpoint,
         policy_note=note,
         gpus_per_node=profile.cluster.gpus_per_node,
         tp=par.tp,
         pp=par.pp,
         dp=par.dp,
-        stage_parameters=tuple(per_stage),
+        stage_parameters=tuple(stage_parameters),
+        framing_bytes=sum(per_rank) - checkpoint,
+        rank_files=rank_files,
     )
+
+
+def _dcp_distribution(profile: Profile) -> ShardDistribution:
+    """The shard distribution of DCP's planner over the architecture's tensors
+    (``cluster.layout.writer: dcp``; sizing.dcp_scale, exactly sizing.dcp_plan's files)."""
+    par = profile.cluster.parallelism
+    arch = profile.model.architecture
+    assert arch is not None  # schema's check of writer dcp
+    k = profile.model.bytes_per_parameter
+    threads = profile.checkpoint.files_per_rank
+    state = DCP_WRITER_STATE[par.zero_stage]
+    per_file = dcp_rank_file_bytes(arch, k, par.dp, threads, state)
+    held = (
+        "every tensor Shard(0) over the ranks (FSDP2), each rank its own chunk"
+        if state == "fsdp"
+        else "every tensor replicated (DDP), each whole to the least-loaded rank (DCP's dedup)"
+    )
+    note = (
+        f"DCP's planner (cluster.layout.writer: dcp, zero_stage {par.zero_stage}: {state}): "
+        f"{held}; each rank's tensors in {threads} file{'s' if threads != 1 else ''} by size "
+        "(DCP's buckets, checkpoint.files_per_rank as thread_count); bytes with torch.save's "
+        "framing"
+    )
+    rank_files = tuple(
+        tuple((f"__{r}_{i}.distcp", size) for i, size in enumerate(files))
+        for r, files in enumerate(per_file)
+    )
+    return _named_distribution(profile, rank_files, note, [profile.parameters])
 
 
 _WHO = {
@@ -547,3 +611,18 @@ def rank_file_bytes(rank_bytes: int, files_per_rank: int) -> list[int]:
     if files_per_rank < 1:
         raise ValueError(f"files_per_rank must be at least 1, got {files_per_rank}")
     return _split_even(rank_bytes, files_per_rank)
+
+
+def shard_file_count(profile: Profile) -> int:
+    """Files of one checkpoint besides the coordinator's: DLIO's files under
+    ``cluster.layout.writer: dlio`` (1,544 at MLPerf's 405B), else gpus x files_per_rank (one
+    per DCP bucket: sizing.dcp_plan)."""
+    if profile.cluster.layout.writer == "dlio":
+        return dlio_layout(profile).file_count
+    return profile.cluster.gpus * profile.checkpoint.files_per_rank
+
+
+def storm_file_count(profile: Profile) -> int:
+    """Files the metadata storm creates per checkpoint: ``run.metadata_files`` when given
+    (fewer, for a trial), else every shard file of a checkpoint (shard_file_count)."""
+    return profile.run.metadata_files or shard_file_count(profile)

@@ -53,7 +53,24 @@ def profile_header(profile: Profile, sizing: Sizing) -> str:
                 f"written per checkpoint: {format_bytes(sizing.written_bytes)} "
                 f"({dist.written_parts()})"
             )
+    basis = replay_basis(profile)
+    if basis is not None:
+        replay = profile.checkpoint.replay
+        lines.append(f"checkpoint.replay {replay}: the run plays that tree's own files; {basis}")
     return "\n".join(lines)
+
+
+def replay_basis(profile: Profile) -> str | None:
+    """Which requirements a replay (``checkpoint.replay``) is judged by, in one sentence for
+    the sizing output and the verdict's caveat; None without a replay."""
+    replay = profile.checkpoint.replay
+    if not replay:
+        return None
+    return (
+        "async persist requires the replayed bytes / interval x headroom and the save's stall "
+        "is the replayed save's measured time against the stall budget; every other figure "
+        "(the sizing table, the per-node and cluster-wide rates) is the profile's"
+    )
 
 
 def distribution_lines(dist: ShardDistribution, histogram: bool = True) -> list[str]:

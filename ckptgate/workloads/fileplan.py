@@ -9,6 +9,10 @@ metadata storm), so the profile's DCP split and a replayed checkpoint directory
   FileSystemWriter per-thread split, taken to its even limit), named as DCP names them,
   ``__{rank}_{index}.distcp``, plus the coordinator's ``.metadata`` of
   ``ckptgate.sizing.dcp_metadata_bytes`` bytes;
+- from the profile's writer where it names the files (``named_plan``: under
+  ``cluster.layout.writer: dcp`` DCP's planner's ``__{rank}_{i}.distcp`` and their bytes,
+  plus ``.metadata``; under ``dlio`` DLIO's ``layer_XX-model_YY-model_states.pt`` and
+  ``zero_pp_rank_D_mp_rank_MM_optim_states.pt``, 1 to 6 a rank, and no ``.metadata``);
 - from a directory (``replay.scan_checkpoint``): its files' relative paths and sizes, grouped
   per rank where the names say so, and its metadata file.
 
@@ -88,20 +92,33 @@ class FilePlan:
     """The replayed directory, or None for the profile's own split."""
     ranks: int = 0
     """Ranks of the whole checkpoint (the coordinator's stamp is global rank ``ranks``)."""
+    coordinator_files: tuple[tuple[str, int], ...] = ()
+    """Further coordinator files (path, bytes) of a replayed tree besides the metadata file
+    (another directory's ``.metadata``, Megatron's tracker), written with it at commit."""
 
     @property
     def shard_bytes(self) -> int:
         return sum(f.bytes for f in self.files)
 
     @property
+    def commits(self) -> list[tuple[str, int]]:
+        """Every coordinator file (path, bytes) in the order the commit writes them, after
+        every shard: the deepest directory's first (a nested ``ckpt/.metadata`` before the
+        tracker beside ``ckpt/``), then by path."""
+        named = list(self.coordinator_files)
+        if self.metadata_name:
+            named.append((self.metadata_name, self.metadata_bytes))
+        return sorted(named, key=lambda c: (-c[0].count("/"), c[0]))
+
+    @property
     def total_bytes(self) -> int:
-        """Shard files and the metadata file."""
-        return self.shard_bytes + self.metadata_bytes
+        """Shard files and the coordinator files."""
+        return self.shard_bytes + sum(size for _, size in self.commits)
 
     @property
     def file_count(self) -> int:
-        """Shard files and the metadata file."""
-        return len(self.files) + (1 if self.metadata_name else 0)
+        """Shard files and the coordinator files."""
+        return len(self.files) + len(self.commits)
 
     @property
     def coordinator_rank(self) -> int:
@@ -112,9 +129,7 @@ class FilePlan:
     def subdirectories(self) -> list[tuple[str, ...]]:
         """The directories the files sit in below the checkpoint directory, as path parts,
         each parent before its children (a replayed Megatron tree's ``mp_rank_XX_YYY/``)."""
-        names = [f.name for f in self.files]
-        if self.metadata_name:
-            names.append(self.metadata_name)
+        names = [f.name for f in self.files] + [name for name, _ in self.commits]
         parts = {tuple(n.split("/")[:depth]) for n in names for depth in range(1, n.count("/") + 1)}
         return sorted(parts, key=lambda p: (len(p), p))
 
@@ -129,6 +144,7 @@ class FilePlan:
             "shard_bytes": self.shard_bytes,
             "metadata": self.metadata_name,
             "metadata_bytes": self.metadata_bytes,
+            "commit_order": [name for name, _ in self.commits],
         }
 
 
@@ -155,6 +171,26 @@ def dcp_plan(
     return FilePlan(files, METADATA_NAME, metadata_bytes, rule, None, ranks)
 
 
+def named_plan(
+    global_ranks: Sequence[int],
+    rank_files: Sequence[Sequence[tuple[str, int]]],
+    *,
+    ranks: int,
+    metadata_name: str | None,
+    metadata_bytes: int,
+    rule: str,
+) -> FilePlan:
+    """The profile's files for the played ``global_ranks`` where its writer names them
+    (``cluster.layout.writer`` dcp or dlio: each rank's (name, bytes) from the sizing), and
+    the coordinator's metadata file where the writer writes one."""
+    files = tuple(
+        PlannedFile(name, size, g, i)
+        for g, named in zip(global_ranks, rank_files, strict=True)
+        for i, (name, size) in enumerate(named)
+    )
+    return FilePlan(files, metadata_name, metadata_bytes if metadata_name else 0, rule, None, ranks)
+
+
 def shard_files(
     plan: FilePlan, directory: str, run_id: int, transfer_bytes: int
 ) -> list[ShardFile]:
@@ -179,19 +215,27 @@ def shard_files(
     return out
 
 
-def metadata_file(
+def commit_files(
     plan: FilePlan, directory: str, run_id: int, transfer_bytes: int
-) -> ShardFile | None:
-    """The coordinator's metadata file in ``directory`` (stamped as rank ``plan.ranks``)."""
-    if plan.metadata_name is None:
-        return None
-    return ShardFile(
-        plan.coordinator_rank,
-        f"{directory}/{plan.metadata_name}",
-        plan.metadata_bytes,
-        run_id,
-        transfer_bytes,
-    )
+) -> list[ShardFile]:
+    """The coordinator's files in ``directory`` in commit order (``FilePlan.commits``), all
+    stamped as rank ``plan.ranks``, each continuing the stamps where the previous ended."""
+    grid = step_bytes(transfer_bytes)
+    out, offset = [], 0
+    for index, (name, size) in enumerate(plan.commits):
+        out.append(
+            ShardFile(
+                plan.coordinator_rank,
+                f"{directory}/{name}",
+                size,
+                run_id,
+                transfer_bytes,
+                index=index,
+                stamp_offset=offset,
+            )
+        )
+        offset += -(-size // grid) * grid
+    return out
 
 
 def lanes(files: Sequence[ShardFile], count: int) -> list[list[ShardFile]]:

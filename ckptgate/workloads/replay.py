@@ -9,11 +9,12 @@ user's own layout instead of the profile's model of it.
 
 Naming rules, first match wins, for each regular file (relative path ``p``):
 
-1. the shallowest ``.metadata`` (PyTorch DCP's, which the coordinator writes at commit), else
-   the shallowest ``latest_checkpointed_iteration.txt`` (Megatron's tracker, written by rank 0
-   once the save is done): the coordinator's metadata file, written after every rank's files
-   (any other copy is an ordinary file, so a tracker never takes a nested ``.metadata``'s
-   place);
+1. a ``.metadata`` (PyTorch DCP's, which the coordinator writes at commit) or a
+   ``latest_checkpointed_iteration.txt`` (Megatron's tracker, written by rank 0 once the save
+   is done), in any directory: a coordinator file, written at commit after every rank's
+   files, the deepest directory's first (``FilePlan.commits``). The shallowest ``.metadata``,
+   else the shallowest tracker, is the plan's metadata file (the storm's ``.metadata``), so a
+   tracker never takes a nested ``.metadata``'s place;
 2. ``__{rank}_{index}.distcp`` (DCP's FileSystemWriter): rank ``rank`` of its directory,
    file ``index``;
 3. DeepSpeed's files: ``[bf16_]zero_pp_rank_D_mp_rank_M_optim_states.pt`` is written by the
@@ -131,9 +132,10 @@ def scan_checkpoint(directory: str) -> FilePlan:
         key=lambda f: (METADATA_NAMES.index(f.path.rsplit("/", 1)[-1]), f.path.count("/"), f.path),
         default=None,
     )
+    coordinators = [f for f in files if f.path.rsplit("/", 1)[-1] in METADATA_NAMES]
     groups: dict[tuple[object, ...], list[tuple[int, _Scanned]]] = {}
     for f in files:
-        if f is metadata:
+        if f in coordinators:
             continue
         key = _rank_key(f.path)
         if key is None:
@@ -153,6 +155,11 @@ def scan_checkpoint(directory: str) -> FilePlan:
         f"{kinds[1]} DeepSpeed/Megatron rank(s) (zero_pp_rank_D_mp_rank_M_*, mp_rank_XX_YYY/), "
         f"{kinds[2]} other file(s) (a "
         f"rank each); metadata {metadata.path if metadata else 'none'}"
+        + (
+            f"; {len(coordinators)} coordinator files written last, deepest directory first"
+            if len(coordinators) > 1
+            else ""
+        )
         + (f"; {len(skipped)} symbolic link(s) or special file(s) skipped" if skipped else "")
     )
     return FilePlan(
@@ -162,6 +169,7 @@ def scan_checkpoint(directory: str) -> FilePlan:
         rule=rule,
         source=os.path.abspath(directory),
         ranks=len(groups),
+        coordinator_files=tuple((f.path, f.bytes) for f in coordinators if f is not metadata),
     )
 
 
@@ -188,4 +196,5 @@ def node_share(plan: FilePlan, node_index: int, nodes: int) -> FilePlan:
         plan.rule,
         plan.source,
         plan.ranks,
+        plan.coordinator_files if keep else (),
     )

@@ -34,6 +34,7 @@ from ckptgate.sizing.dcp_plan import (
     local_plan,
     torch_save_bytes,
 )
+from ckptgate.sizing.dcp_scale import dcp_rank_file_bytes
 
 K = 14
 ARCH = {"hidden": 64, "ffn_hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2, "vocab": 250}
@@ -93,6 +94,17 @@ def test_every_file_and_rank_within_two_percent_of_the_real_save(saves: Saved) -
             real = sum(s for n, s in files.items() if n.startswith(f"__{rank}_"))
             ours = sum(s for n, s in model.items() if n.startswith(f"__{rank}_"))
             assert abs(ours - real) <= FILE_TOLERANCE * real, (key, rank, ours, real)
+
+
+def test_the_scaled_plan_the_profiles_use_gives_the_real_saves_files(saves: Saved) -> None:
+    """sizing.dcp_scale (what ``cluster.layout.writer: dcp`` sizes and the burst writes) held
+    to the same saves, file by file, at the same tolerance."""
+    for (world_size, layout, threads), files in saves.items():
+        scaled = dcp_rank_file_bytes(architecture_from(ARCH), K, world_size, threads, layout)
+        for rank, sizes in enumerate(scaled):
+            for i, size in enumerate(sizes):
+                real = files[f"__{rank}_{i}.distcp"]
+                assert abs(size - real) <= FILE_TOLERANCE * real, (world_size, layout, rank, i)
 
 
 def test_an_even_split_misses_the_replicated_and_bucketed_layout(saves: Saved) -> None:

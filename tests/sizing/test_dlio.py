@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from ckptgate.sizing import ProfileError, derive, load_profile
+from ckptgate.sizing import ProfileError, derive, load_profile, storm_file_count
 from ckptgate.sizing.dlio import dlio_layout
 
 H, FFN, VOCAB = 16384, 53248, 128256
@@ -66,3 +66,11 @@ def test_a_dlio_profile_counts_dlios_files_and_no_metadata() -> None:
     s = derive(load_profile("mlperf-405b"))
     assert s.files_per_checkpoint == 1544 and s.dcp_metadata_bytes == 0
     assert s.save_bytes == s.written_bytes
+
+
+def test_the_metadata_storm_creates_as_many_files_as_dlio_writes() -> None:
+    """The storm made gpus x files_per_rank = 512 files for a 1,544-file checkpoint."""
+    profile = load_profile("mlperf-405b")
+    assert storm_file_count(profile) == derive(profile).files_per_checkpoint == 1544
+    assert storm_file_count(load_profile("mlperf-405b", ["run.metadata_files=100"])) == 100
+    assert storm_file_count(load_profile("405b")) == 16384  # and the .metadata at commit

@@ -66,8 +66,9 @@ def test_per_rank_bytes_sum_to_the_checkpoint_plus_extra_state(profile):
     assert sum(dist.stage_parameters) == profile.parameters
     if "all" in _policies(profile):
         assert dist.written_bytes >= dist.checkpoint_bytes + extra
-    else:
-        assert dist.written_bytes == dist.checkpoint_bytes + extra
+    else:  # DCP's planner (writer dcp) writes its framing and small entries besides
+        assert dist.written_bytes == dist.checkpoint_bytes + extra + dist.framing_bytes
+    assert dist.framing_bytes <= 0.01 * dist.checkpoint_bytes
     assert sum(dist.node_bytes(i) for i in range(profile.nodes)) == dist.written_bytes
     assert min(dist.per_rank_bytes) >= profile.cluster.layout.extra_state_bytes_per_rank
 

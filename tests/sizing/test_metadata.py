@@ -3,7 +3,7 @@
 
 import dataclasses
 
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from ckptgate.sizing import SHIPPED_PROFILES, dcp_metadata_bytes, dcp_metadata_chunks, load_profile
@@ -72,6 +72,8 @@ def test_metadata_bytes_are_tensors_and_chunks_at_the_measured_figures(profile):
 @given(st.sampled_from(SHIPPED_PROFILES), st.integers(0, 2))
 def test_more_zero_sharding_never_saves_fewer_chunks(name, zero_stage):
     base = SHIPPED[name]
+    # writer dcp knows zero_stage 0 and 3 only (test_dcp_writer.py holds 3 >= 0)
+    assume(base.cluster.layout.writer != "dcp")
 
     def at(stage):
         par = dataclasses.replace(base.cluster.parallelism, zero_stage=stage)

@@ -5,7 +5,7 @@ import dataclasses
 import math
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from ckptgate.sizing import SHIPPED_PROFILES, Requirement, derive, load_profile
@@ -214,6 +214,9 @@ def test_linear_in_parameters_and_bytes_per_parameter(name, factor, k):
     # Linear in Ψ·K for the model state; the fixed extra state per rank is an offset that
     # does not scale (it is held by test_layout.py's sums), so it is taken out here.
     profile = SHIPPED[name]
+    # DCP's planner sizes the architecture's own tensors at K = 12, 14 or 16, not any Ψ·K
+    # (its totals are held by test_dcp_writer.py and test_layout.py)
+    assume(profile.cluster.layout.writer != "dcp")
     layout = dataclasses.replace(profile.cluster.layout, extra_state_bytes_per_rank=0)
     profile = dataclasses.replace(
         profile, cluster=dataclasses.replace(profile.cluster, layout=layout)

@@ -96,3 +96,14 @@ def test_malformed_yaml_file_is_one_line(tmp_path):
     result = run_cli(str(path))
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and f"{path}:" in result.stderr
+
+
+def test_a_replay_says_which_requirements_it_is_judged_by(tmp_path):
+    """Under checkpoint.replay the async persist is the replayed bytes', the rest the
+    profile's: the sizing output says so (it said nothing, and the verdict said 'the
+    requirements the profile's')."""
+    result = run_cli("tmpfs", "--set", f"checkpoint.replay={tmp_path}")
+    assert result.returncode == 0, result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("checkpoint.replay"))
+    assert "replayed bytes / interval x headroom" in line and "is the profile's" in line
+    assert "checkpoint.replay" not in run_cli("tmpfs").stdout

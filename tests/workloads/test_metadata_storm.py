@@ -19,7 +19,7 @@ from ckptgate.checks.metadata import MetadataRun, delete_storm
 from ckptgate.cluster.plan import plan_node
 from ckptgate.engine.datagen import BlockStamper, StampKey
 from ckptgate.engine.pool import RankFailure, RankPool
-from ckptgate.sizing import derive, load_profile
+from ckptgate.sizing import derive, load_profile, shard_distribution
 from ckptgate.storage.backend import BackendName, BackendSpec
 from ckptgate.storage.object_store import ObjectStore, object_store
 from ckptgate.workloads.storm import (
@@ -277,3 +277,19 @@ def _metadata_run(
     return MetadataRun(ctx=ctx, files=phase.ops, rounds=[], listed_names=(), stat_sizes={},
                        listing=phase, stat=phase, delete=phase, deleted=[],
                        metadata_bytes=0, left_after_delete=left)  # fmt: skip
+
+
+def test_a_named_writers_storm_creates_its_files_by_their_names(tmp_path: Path) -> None:
+    """Under dlio the storm's files are DLIO's, in rank order (it made ``__{rank}_0.distcp``,
+    one a rank, 512 for a 1,544-file checkpoint)."""
+    dist = shard_distribution(load_profile("mlperf-405b"))
+    assert dist.rank_files is not None
+    names = [[n for n, _ in rank] for rank in dist.rank_files]
+    planned = storm_files(str(tmp_path), 1544, 1, names)
+    assert len({f.path for f in planned}) == 1544
+    assert all(f.path.endswith(".pt") for f in planned)
+    first = [(f.global_rank, Path(f.path).name) for f in planned[:7]]
+    assert first[0] == (0, "layer_00-model_00-model_states.pt")
+    assert first[5] == (0, "zero_pp_rank_0_mp_rank_00_optim_states.pt")
+    assert first[6] == (1, "layer_00-model_01-model_states.pt")
+    assert len(storm_files(str(tmp_path), 7, 1, names)) == 7  # a trial's first files

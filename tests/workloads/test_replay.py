@@ -9,7 +9,7 @@ import pytest
 
 from ckptgate.engine.pool import RankPool
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.workloads.fileplan import lanes, metadata_file, shard_files
+from ckptgate.workloads.fileplan import commit_files, lanes, shard_files
 from ckptgate.workloads.readback import run_readback
 from ckptgate.workloads.replay import ReplayError, node_share, scan_checkpoint
 from ckptgate.workloads.write_burst import run_write_burst
@@ -119,7 +119,46 @@ def test_a_nested_dcp_metadata_is_the_coordinators_not_a_shallower_tracker(
     (tmp_path / "latest_checkpointed_iteration.txt").write_text("100")
     plan = scan_checkpoint(str(tmp_path))
     assert plan.metadata_name == "ckpt/.metadata" and plan.metadata_bytes == 4096
-    assert "latest_checkpointed_iteration.txt" in [f.name for f in plan.files]
+    # the tracker is a coordinator file too, not a shard written mid-burst; the nested
+    # .metadata after its directory's shards, the tracker beside ckpt/ after it
+    assert [f.name for f in plan.files] == ["ckpt/__0_0.distcp"]
+    assert plan.commits == [("ckpt/.metadata", 4096), ("latest_checkpointed_iteration.txt", 3)]
+    assert plan.file_count == 3 and plan.total_bytes == MB + 4096 + 3
+
+
+def test_every_directorys_coordinator_file_is_written_after_the_shards(
+    pool: RankPool, tmp_path: Path
+) -> None:
+    """A tree of two DCP saves and Megatron's tracker: the burst writes only shards, then the
+    commit writes both .metadata files (deepest first) and the tracker, by one coordinator,
+    each verifying as written."""
+    source = tmp_path / "source"
+    for sub in ("model", "optim"):
+        sparse(source / "ckpt" / sub / "__0_0.distcp", MB)
+        sparse(source / "ckpt" / sub / "__1_0.distcp", MB // 2)
+        sparse(source / "ckpt" / sub / ".metadata", 5000)
+    sparse(source / "ckpt" / ".metadata", 7000)
+    (source / "latest_checkpointed_iteration.txt").write_text("100")
+    plan = scan_checkpoint(str(source))
+    assert all(not f.name.endswith((".metadata", ".txt")) for f in plan.files)
+    assert [name for name, _ in plan.commits] == [
+        "ckpt/model/.metadata",
+        "ckpt/optim/.metadata",
+        "ckpt/.metadata",
+        "latest_checkpointed_iteration.txt",
+    ]
+    target = tmp_path / "target"
+    target.mkdir()
+    for parts in plan.subdirectories():
+        (target / Path(*parts)).mkdir()
+    run_write_burst(pool, LOCAL, shard_files(plan, str(target), 99, TRANSFER_BYTES), 60)
+    assert not list(target.rglob(".metadata"))  # none mid-burst
+    commit = commit_files(plan, str(target), 99, TRANSFER_BYTES)
+    written = run_write_burst(pool, LOCAL, commit, 60)
+    assert len(written.ranks) == 1  # one coordinator
+    assert sum(p.stat().st_size for p in target.rglob("*") if p.is_file()) == plan.total_bytes
+    read = run_readback(pool, LOCAL, commit, 60)
+    assert read.burst.total_bytes == 5000 + 5000 + 7000 + 3
 
 
 def test_any_other_tree_is_a_rank_per_file_and_symlinks_are_skipped(tmp_path: Path) -> None:
@@ -193,10 +232,10 @@ def test_a_replay_reproduces_the_sources_files_and_bytes_on_the_target(
     for parts in plan.subdirectories():
         (target / Path(*parts)).mkdir()
     files = shard_files(plan, str(target), 99, TRANSFER_BYTES)
-    metadata = metadata_file(plan, str(target), 99, TRANSFER_BYTES)
-    assert metadata is not None
+    commit = commit_files(plan, str(target), 99, TRANSFER_BYTES)
+    assert len(commit) == 1
     burst = run_write_burst(pool, LOCAL, files, 60)
-    run_write_burst(pool, LOCAL, [metadata], 60)
+    run_write_burst(pool, LOCAL, commit, 60)
     assert len(lanes(files, pool.ranks)) == min(plan.ranks, pool.ranks)
     on_target = [p for p in target.rglob("*") if p.is_file()]
     assert len(on_target) == plan.file_count == len([p for p in source.rglob("*") if p.is_file()])
@@ -205,5 +244,5 @@ def test_a_replay_reproduces_the_sources_files_and_bytes_on_the_target(
         str(p.relative_to(source)) for p in source.rglob("*") if p.is_file()
     }
     assert burst.total_bytes == plan.shard_bytes
-    read = run_readback(pool, LOCAL, [*files, metadata], 60)  # every byte as written
+    read = run_readback(pool, LOCAL, [*files, *commit], 60)  # every byte as written
     assert read.burst.total_bytes == plan.total_bytes

@@ -37,13 +37,27 @@ class StormFile:
     path: str
 
 
-def storm_files(directory: str, files: int, files_per_rank: int) -> list[StormFile]:
+def storm_files(
+    directory: str,
+    files: int,
+    files_per_rank: int,
+    rank_names: Sequence[Sequence[str]] | None = None,
+) -> list[StormFile]:
     """The first ``files`` files of the checkpoint in global order (rank, index), one directory.
 
-    At full count (``gpus x files_per_rank``) that is every rank's files, as DCP lays them out.
+    At full count (``gpus x files_per_rank``) that is every rank's files, as DCP lays them out;
+    with ``rank_names`` (each rank's file names, where the profile's writer names them: DLIO's
+    1 to 6 a rank, DCP's planner's) those names, in the same order.
     """
     if files < 1 or files_per_rank < 1:
         raise ValueError(f"a storm needs files >= 1 and files_per_rank >= 1, got {files}")
+    if rank_names is not None:
+        named = [
+            StormFile(rank, index, join(directory, name))
+            for rank, names in enumerate(rank_names)
+            for index, name in enumerate(names)
+        ]
+        return named[:files]
     return [
         StormFile(
             n // files_per_rank,
