@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptgate.benchmarks import fio, hpc
+from ckptgate.benchmarks.command import add_pair_options, run_in_directory
 from ckptgate.benchmarks.pairs import (
     Comparison,
     Pair,
@@ -43,13 +44,13 @@ from ckptgate.benchmarks.pairs import (
     render,
     timed_pairs,
 )
-from ckptgate.engine.interrupts import signals_deferred, sigterm_unwinds
+from ckptgate.engine.interrupts import sigterm_unwinds
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import BurstResult, detail_as
 from ckptgate.sizing.units import GB, KB, MB, GiB, KiB, MiB
 from ckptgate.storage import pagecache
 from ckptgate.storage.manifest import Writer
-from ckptgate.storage.target import Target, TargetError
+from ckptgate.storage.target import Target
 from ckptgate.workloads.readback import ReadFilesDetail, ReadResult, run_readback
 from ckptgate.workloads.storm import (
     WRITE_BYTES,
@@ -626,19 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--files", type=int, default=DEFAULTS.files, metavar="N",
         help=f"default: {DEFAULTS.files}",
     )  # fmt: skip
-    parser.add_argument(
-        "--repeats", type=int, default=DEFAULTS.repeats, metavar="K",
-        help=f"default: {DEFAULTS.repeats}",
-    )  # fmt: skip
-    parser.add_argument(
-        "--warmup", type=int, default=DEFAULTS.warmup, metavar="K",
-        help=f"default: {DEFAULTS.warmup}",
-    )  # fmt: skip
-    parser.add_argument(
-        "--settle-s", type=float, default=DEFAULTS.settle_s, metavar="S",
-        help=f"idle seconds before every timed run, either side (default: {DEFAULTS.settle_s:g}; "
-        "see README)",
-    )  # fmt: skip
+    add_pair_options(parser, DEFAULTS)
     parser.add_argument(
         "--shift", type=int, default=DEFAULTS.shift, help="read: rank i reads rank i+shift"
     )
@@ -688,31 +677,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     sigterm_unwinds()  # from the first instant: a cancel at any point removes what was made
-    target: Target | None = None
     try:
-        try:
-            version = _peer_version(settings, peer)
-            target = Target(args.target)
-            if not target.is_local:
-                raise TargetError(f"--target {args.target}: {peer} needs a local (POSIX) directory")
-            target.create_run_dir()
-        except (PeerError, TargetError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        try:
-            outcome = COMPARISONS[args.kind](target, settings)
-        except PeerError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-    except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM (above)
-        print(f"interrupted ({error or 'Ctrl-C'}): the run directory is removed", file=sys.stderr)
-        return 130
-    finally:
-        if target is not None and target.run_dir is not None:
-            with signals_deferred():
-                report = target.cleanup()
-            if report.left:
-                print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
+        version = _peer_version(settings, peer)
+    except PeerError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    ran = run_in_directory(
+        args.target, peer, lambda target: COMPARISONS[args.kind](target, settings), (PeerError,)
+    )
+    if isinstance(ran, int):
+        return ran
+    target, outcome = ran
     comparisons = outcome if isinstance(outcome, list) else [outcome]
     for comparison in comparisons:
         comparison.settings["fs_type"] = target.facts.fs_type

@@ -34,18 +34,18 @@ import json
 import os
 import secrets
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ckptgate.benchmarks.command import add_pair_options, run_in_directory
 from ckptgate.benchmarks.pairs import Comparison, Pair, render, timed_pairs
-from ckptgate.engine.interrupts import signals_deferred, sigterm_unwinds
+from ckptgate.engine.interrupts import sigterm_unwinds
 from ckptgate.engine.pool import inline_context
 from ckptgate.engine.records import RankResult
 from ckptgate.storage.manifest import Writer
-from ckptgate.storage.target import Target, TargetError
+from ckptgate.storage.target import Target
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm import WRITE_BYTES, floor, storm_files
 from ckptgate.workloads.storm.create import create_task
@@ -203,18 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--files", type=int, default=defaults.files, metavar="N",
         help=f"files per loop (default: {defaults.files})",
     )  # fmt: skip
-    parser.add_argument(
-        "--repeats", type=int, default=defaults.repeats, metavar="K",
-        help=f"default: {defaults.repeats}",
-    )  # fmt: skip
-    parser.add_argument(
-        "--warmup", type=int, default=defaults.warmup, metavar="K",
-        help=f"untimed pairs first (default: {defaults.warmup})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--settle-s", type=float, default=defaults.settle_s, metavar="S",
-        help=f"idle seconds before every run, either side (default: {defaults.settle_s:g})",
-    )  # fmt: skip
+    add_pair_options(parser, defaults)
     parser.add_argument("--json", default=None, metavar="PATH", help="write the figures here")
     return parser
 
@@ -226,27 +215,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = LoopSettings(args.files, args.repeats, args.warmup, args.settle_s)
     except ValueError as error:
         parser.error(str(error))
-    sigterm_unwinds()
-    target: Target | None = None
-    try:
-        try:
-            target = Target(args.target)
-            if not target.is_local:
-                raise TargetError(f"--target {args.target}: the loops need a local directory")
-            target.create_run_dir()
-        except TargetError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        comparisons = compare_loops(target, settings)
-    except KeyboardInterrupt as error:
-        print(f"interrupted ({error or 'Ctrl-C'}): the run directory is removed", file=sys.stderr)
-        return 130
-    finally:
-        if target is not None and target.run_dir is not None:
-            with signals_deferred():
-                report = target.cleanup()
-            if report.left:
-                print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
+    sigterm_unwinds()  # from the first instant: a cancel at any point removes what was made
+    ran = run_in_directory(
+        args.target, "the loops benchmark", lambda target: compare_loops(target, settings)
+    )
+    if isinstance(ran, int):
+        return ran
+    target, comparisons = ran
     for comparison in comparisons:
         comparison.settings["fs_type"] = target.facts.fs_type
         comparison.run_dir = target.run_dir

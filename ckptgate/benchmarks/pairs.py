@@ -36,7 +36,9 @@ class PeerError(RuntimeError):
     """A peer tool is missing, failed, or did less than asked."""
 
 
-class _Settings(Protocol):
+class PairSettings(Protocol):
+    """What times a benchmark's pairs (``timed_pairs``, ``command.add_pair_options``)."""
+
     @property
     def warmup(self) -> int: ...
     @property
@@ -50,7 +52,7 @@ PeerRun = TypeVar("PeerRun")
 
 
 def timed_pairs(
-    settings: _Settings,
+    settings: PairSettings,
     prefix: str,
     suite: Callable[[str], SuiteRun],
     peer: Callable[[str], PeerRun],
