@@ -17,7 +17,9 @@ treatment, or IOR's ``-r -E -C`` of the same files (hard links under its names) 
 pages dropped alike.
 ``create`` (issue 5): the metadata storm's create+close rate against fio's ``filecreate``.
 ``metadata`` (issue 16): the storm's create, stat and unlink phases against mdtest's
-``-F -C -T -r``, three comparisons from the same repeats.
+``-F -C -T -r``, three comparisons from the same repeats; ``--variant checklist`` (issue 27)
+runs both sides as the checklist runs the storm, a 4 KiB write and an fsync per file
+(``checks/metadata.py``; mdtest ``-w 4096 -y``), ``pure`` (the default) neither.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptgate.benchmarks import fio, hpc
+from ckptgate.benchmarks.command import add_pair_options, run_in_directory
 from ckptgate.benchmarks.pairs import (
     Comparison,
     Pair,
@@ -41,15 +44,16 @@ from ckptgate.benchmarks.pairs import (
     render,
     timed_pairs,
 )
-from ckptgate.engine.interrupts import signals_deferred, sigterm_unwinds
+from ckptgate.engine.interrupts import sigterm_unwinds
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import BurstResult, detail_as
 from ckptgate.sizing.units import GB, KB, MB, GiB, KiB, MiB
 from ckptgate.storage import pagecache
 from ckptgate.storage.manifest import Writer
-from ckptgate.storage.target import Target, TargetError
+from ckptgate.storage.target import Target
 from ckptgate.workloads.readback import ReadFilesDetail, ReadResult, run_readback
 from ckptgate.workloads.storm import (
+    WRITE_BYTES,
     run_delete_storm,
     run_metadata_storm,
     run_restore_listing,
@@ -130,17 +134,36 @@ class BenchSettings:
     """IOR's path (``--ior``); None: ior on PATH."""
     mdtest: str | None = None
     """mdtest's path (``--mdtest``); None: mdtest on PATH."""
+    variant: str = "pure"
+    """metadata: ``pure`` (create+close, mdtest ``-C``) or ``checklist`` (create, a 4 KiB
+    stamped write, fsync, close, as ``checks/metadata.py`` runs the storm; mdtest
+    ``-C -w 4096 -y``), ``VARIANTS``."""
 
     def __post_init__(self) -> None:
         if self.ranks < 1 or self.repeats < 1 or self.warmup < 0:
             raise ValueError("--ranks and --repeats must be positive, --warmup not negative")
+        if self.variant not in VARIANTS:
+            raise ValueError(f"--variant {self.variant}: use {' or '.join(VARIANTS)}")
+
+    @property
+    def storm_write_bytes(self) -> int:
+        """Bytes each storm file gets written (both sides): 0, or the checklist's 4 KiB."""
+        return WRITE_BYTES if self.variant == "checklist" else 0
+
+    @property
+    def storm_fsync(self) -> bool:
+        """Whether each storm file is fsynced after its write (both sides)."""
+        return self.variant == "checklist"
 
     def peer_for(self, kind: str) -> str:
-        """The peer tool this comparison runs against; ``ValueError`` for one the kind lacks."""
+        """The peer tool this comparison runs against; ``ValueError`` for one the kind lacks
+        (or a variant other than pure for a kind without variants)."""
         allowed = PEERS[kind]
         peer = self.peer or allowed[0]
         if peer not in allowed:
             raise ValueError(f"--peer {peer}: {kind} compares with {' or '.join(allowed)}")
+        if self.variant != "pure" and kind != "metadata":
+            raise ValueError(f"--variant {self.variant}: only metadata has variants, not {kind}")
         return peer
 
     @classmethod
@@ -163,6 +186,7 @@ class BenchSettings:
             peer=args.peer,
             ior=args.ior,
             mdtest=args.mdtest,
+            variant=args.variant,
         )
 
 
@@ -445,8 +469,9 @@ def _suite_storm(
     target: Target, settings: BenchSettings, pool: RankPool, run_id: int, phases: tuple[str, ...]
 ) -> Callable[[str], dict[str, tuple[float, dict[str, Any]]]]:
     """One storm in a new directory: a pure create+close (fio's filecreate, mdtest's ``-C``
-    without ``-w``), then, where asked, a stat of every file and an unlink of every file,
-    each phase from a common start over the pool's ranks."""
+    without ``-w``), or the checklist's create, 4 KiB write, fsync and close (``--variant
+    checklist``), then, where asked, a stat of every file and an unlink of every file, each
+    phase from a common start over the pool's ranks."""
     ranks, files = settings.ranks, settings.files
     per_rank = -(-files // ranks)
 
@@ -462,14 +487,14 @@ def _suite_storm(
             files_,
             settings.timeout_s,
             run_id=run_id,
-            write_bytes=0,
-            fsync=False,
+            write_bytes=settings.storm_write_bytes,
+            fsync=settings.storm_fsync,
             commit=False,
         )
         figures = {
             "create": (
                 storm.create_close_rate_per_s,
-                {"span_s": storm.create.span_s, "io": storm.io},
+                {"span_s": storm.create.span_s, "io": storm.io, "ops": list(storm.create.raw_s)},
             )
         }
         if "stat" in phases:
@@ -512,6 +537,8 @@ def _storm_peer(
                 f"{directory}/tree",
                 ranks,
                 per_rank,
+                write_bytes=settings.storm_write_bytes,
+                sync=settings.storm_fsync,
                 mdtest=settings.mdtest,
                 timeout_s=settings.timeout_s,
             )
@@ -532,6 +559,8 @@ def compare_storm(target: Target, settings: BenchSettings, kind: str) -> list[Co
     ranks, files = settings.ranks, settings.files
     per_rank = -(-files // ranks)
     facts = {"target": target.url, "ranks": ranks, "files": per_rank * ranks}
+    if kind == "metadata":
+        facts["variant"] = settings.variant
     comparisons = {
         phase: Comparison(phase, "files/s", dict(facts), target.facts.memory_backed, peer_name)
         for phase in phases
@@ -558,6 +587,9 @@ PEERS: dict[str, tuple[str, ...]] = {
     "metadata": ("mdtest",),
 }
 """Each kind's peer tools; the first is the default."""
+
+VARIANTS = ("pure", "checklist")
+"""The metadata storm's variants (``--variant``): no write and no fsync, or the checklist's."""
 
 COMPARISONS: dict[str, Callable[[Target, BenchSettings], Comparison | list[Comparison]]] = {
     "write": compare_write,
@@ -595,19 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--files", type=int, default=DEFAULTS.files, metavar="N",
         help=f"default: {DEFAULTS.files}",
     )  # fmt: skip
-    parser.add_argument(
-        "--repeats", type=int, default=DEFAULTS.repeats, metavar="K",
-        help=f"default: {DEFAULTS.repeats}",
-    )  # fmt: skip
-    parser.add_argument(
-        "--warmup", type=int, default=DEFAULTS.warmup, metavar="K",
-        help=f"default: {DEFAULTS.warmup}",
-    )  # fmt: skip
-    parser.add_argument(
-        "--settle-s", type=float, default=DEFAULTS.settle_s, metavar="S",
-        help=f"idle seconds before every timed run, either side (default: {DEFAULTS.settle_s:g}; "
-        "see README)",
-    )  # fmt: skip
+    add_pair_options(parser, DEFAULTS)
     parser.add_argument(
         "--shift", type=int, default=DEFAULTS.shift, help="read: rank i reads rank i+shift"
     )
@@ -630,6 +650,11 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--ior", default=None, metavar="PATH", help="default: ior on PATH")
     parser.add_argument("--mdtest", default=None, metavar="PATH", help="default: mdtest on PATH")
+    parser.add_argument(
+        "--variant", default=DEFAULTS.variant, choices=VARIANTS,
+        help="metadata: pure (create+close; mdtest -C) or checklist (create, 4 KiB write, "
+        f"fsync, close; mdtest -C -w 4096 -y) (default: {DEFAULTS.variant})",
+    )  # fmt: skip
     parser.add_argument("--json", default=None, metavar="PATH", help="write the figures here")
     return parser
 
@@ -652,31 +677,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     sigterm_unwinds()  # from the first instant: a cancel at any point removes what was made
-    target: Target | None = None
     try:
-        try:
-            version = _peer_version(settings, peer)
-            target = Target(args.target)
-            if not target.is_local:
-                raise TargetError(f"--target {args.target}: {peer} needs a local (POSIX) directory")
-            target.create_run_dir()
-        except (PeerError, TargetError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        try:
-            outcome = COMPARISONS[args.kind](target, settings)
-        except PeerError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-    except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM (above)
-        print(f"interrupted ({error or 'Ctrl-C'}): the run directory is removed", file=sys.stderr)
-        return 130
-    finally:
-        if target is not None and target.run_dir is not None:
-            with signals_deferred():
-                report = target.cleanup()
-            if report.left:
-                print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
+        version = _peer_version(settings, peer)
+    except PeerError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    ran = run_in_directory(
+        args.target, peer, lambda target: COMPARISONS[args.kind](target, settings), (PeerError,)
+    )
+    if isinstance(ran, int):
+        return ran
+    target, outcome = ran
     comparisons = outcome if isinstance(outcome, list) else [outcome]
     for comparison in comparisons:
         comparison.settings["fs_type"] = target.facts.fs_type

@@ -24,7 +24,8 @@ IOR (``-a POSIX -F``: a file per process, as the suite's burst):
 
 mdtest (``-F``, one shared directory: no ``-u``): ``-C -T -r -n N``: every process creates N
 empty files, stats them and removes them, each phase between barriers; its rates are the
-files of all processes over the phase's time, what the storm's phases measure.
+files of all processes over the phase's time, what the storm's phases measure. As the
+checklist runs the storm, ``-w 4096 -y`` adds a 4 KiB write and an fsync to every create.
 """
 
 from __future__ import annotations
@@ -185,9 +186,19 @@ class MdtestResult:
         return {"files": self.files, "rates_per_s": self.rates_per_s}
 
 
-def mdtest_command(directory: str, files_per_rank: int) -> list[str]:
-    """mdtest's arguments: files only, one shared directory, create, stat, remove."""
-    return ["-F", "-C", "-T", "-r", "-n", str(files_per_rank), "-d", directory]
+def mdtest_command(
+    directory: str, files_per_rank: int, *, write_bytes: int = 0, sync: bool = False
+) -> list[str]:
+    """mdtest's arguments: files only, one shared directory, create, stat, remove; with
+    ``write_bytes`` each create also writes that many bytes (``-w``), and with ``sync`` fsyncs
+    the file after its write (``-y``: mdtest's ``sync_file`` sets IOR's ``fsyncPerWrite``),
+    all inside the create phase: the checklist's storm (create, 4 KiB write, fsync, close)."""
+    command = ["-F", "-C", "-T", "-r", "-n", str(files_per_rank), "-d", directory]
+    if write_bytes:
+        command += ["-w", str(write_bytes)]
+    if sync:
+        command.append("-y")
+    return command
 
 
 def parse_mdtest(output: str, files: int) -> MdtestResult:
@@ -210,11 +221,14 @@ def run_mdtest(
     ranks: int,
     files_per_rank: int,
     *,
+    write_bytes: int = 0,
+    sync: bool = False,
     mdtest: str | None = None,
     launcher: str | None = None,
     timeout_s: float = 600.0,
 ) -> MdtestResult:
     """Run mdtest once under mpirun; every file it makes it also removes (``-r``)."""
     command = [*mpirun(ranks, launcher), find_tool("mdtest", mdtest)]
-    output = _run(command + mdtest_command(directory, files_per_rank), timeout_s)
+    command += mdtest_command(directory, files_per_rank, write_bytes=write_bytes, sync=sync)
+    output = _run(command, timeout_s)
     return parse_mdtest(output, ranks * files_per_rank)

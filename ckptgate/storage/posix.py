@@ -41,7 +41,10 @@ class PosixBackend:
         return os.open(path, _CREATE_EXCLUSIVE if exclusive else _CREATE_TRUNCATE, FILE_MODE)
 
     def write_all(self, handle: int, data: Bytes) -> None:
-        view = memoryview(data)
+        written = os.write(handle, data)
+        if written == len(data):  # the usual case: no view made (a storm's 4 KiB per file)
+            return
+        view = memoryview(data)[written:]
         while view:  # a write may be short (a signal, a full pipe): write the rest
             view = view[os.write(handle, view) :]
 

@@ -311,8 +311,8 @@ def test_a_benchmark_cancelled_by_sigterm_removes_its_run_directory(tmp_path):
 
 _SIGTERM_AFTER_RUN_DIR = """
 import os, signal, sys
-from ckptgate.benchmarks import compare
-class CancelledTarget(compare.Target):
+from ckptgate.benchmarks import command, compare
+class CancelledTarget(command.Target):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         made = self.create_run_dir
@@ -320,7 +320,7 @@ class CancelledTarget(compare.Target):
             made()
             os.kill(os.getpid(), signal.SIGTERM)  # the scheduler's cancel, the dir just made
         self.create_run_dir = create_then_cancelled
-compare.Target = CancelledTarget
+command.Target = CancelledTarget  # the run directory is made in benchmarks.command
 sys.exit(compare.main(sys.argv[1:]))
 """
 

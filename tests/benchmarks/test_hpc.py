@@ -13,7 +13,10 @@ import pytest
 
 from ckptgate.benchmarks import compare, hpc
 from ckptgate.benchmarks.pairs import PeerError
+from ckptgate.engine.pool import RankPool
 from ckptgate.sizing.units import MiB
+from ckptgate.storage.target import Target
+from ckptgate.workloads.storm import WRITE_BYTES
 
 HERE = Path(__file__).parent
 
@@ -75,6 +78,47 @@ def test_mdtest_s_summary_gives_create_stat_and_unlink_rates() -> None:
 def test_mdtest_output_without_a_summary_is_a_peer_error() -> None:
     with pytest.raises(PeerError, match="no SUMMARY rate"):
         hpc.parse_mdtest("mdtest: cannot create directory", files=1)
+
+
+def test_mdtest_s_checklist_command_writes_and_fsyncs_each_file() -> None:
+    """As checks/metadata.py runs the storm: a 4 KiB write and an fsync per create (-w -y)."""
+    pure = hpc.mdtest_command("/d", 8)
+    assert "-w" not in pure and "-y" not in pure
+    checklist = hpc.mdtest_command("/d", 8, write_bytes=WRITE_BYTES, sync=True)
+    assert checklist == [*pure, "-w", "4096", "-y"]
+
+
+def test_the_checklist_variant_sets_the_storm_s_write_and_fsync() -> None:
+    assert compare.BenchSettings(variant="checklist").storm_write_bytes == WRITE_BYTES == 4096
+    assert compare.BenchSettings(variant="checklist").storm_fsync
+    assert (
+        compare.BenchSettings().storm_write_bytes == 0 and not compare.BenchSettings().storm_fsync
+    )
+    with pytest.raises(ValueError, match="--variant checklist: only metadata has variants"):
+        compare.BenchSettings(variant="checklist").peer_for("create")
+    with pytest.raises(ValueError, match="--variant full: use pure or checklist"):
+        compare.BenchSettings(variant="full")
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm")
+@pytest.mark.parametrize(
+    ("variant", "ops"),
+    [("pure", ["create", "close"]), ("checklist", ["create", "write", "fsync", "close"])],
+)
+def test_the_suite_s_storm_runs_each_variant_s_operations(variant: str, ops: list[str]) -> None:
+    """The suite's side of ``metadata`` (no mdtest needed): the checklist variant writes and
+    fsyncs every file, the pure one neither."""
+    settings = compare.BenchSettings(ranks=2, files=8, variant=variant)
+    target = Target("/dev/shm")
+    target.create_run_dir()
+    try:
+        with RankPool(2) as pool:
+            suite = compare._suite_storm(target, settings, pool, 1, ("create",))
+            figures = suite("t0")
+    finally:
+        target.cleanup()
+    assert figures["create"][1]["ops"] == ops
+    assert not os.path.exists(str(target.run_dir))
 
 
 def test_a_missing_tool_says_where_to_get_it(tmp_path: Path) -> None:
@@ -147,3 +191,20 @@ def test_compare_metadata_with_mdtest_gives_three_comparisons(
     assert [c["kind"] for c in figures] == ["create", "stat", "unlink"]
     assert all(c["peer"] == "mdtest" and c["repeats"][0]["peer"] > 0 for c in figures)
     assert not os.path.exists(figures[0]["run_dir"])
+
+
+@needs_hpc
+def test_compare_metadata_as_the_checklist_runs_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--variant checklist``: both sides write 4 KiB and fsync each file (mdtest -w -y)."""
+    report = tmp_path / "figures.json"
+    argv = ["metadata", "--target", "/dev/shm", "--ranks", "2", "--files", "64"]
+    argv += ["--variant", "checklist", "--repeats", "1", "--warmup", "0"]
+    assert compare.main([*argv, "--json", str(report)]) == 0
+    assert "variant=checklist" in capsys.readouterr().out
+    figures = json.loads(report.read_text())["comparisons"]
+    assert all(c["settings"]["variant"] == "checklist" for c in figures)
+    create = figures[0]["repeats"][0]
+    assert create["suite_detail"]["ops"] == ["create", "write", "fsync", "close"]
+    assert create["peer"] > 0 and not os.path.exists(figures[0]["run_dir"])

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ckptgate.engine.pool import RankFailure, RankPool
+from ckptgate.engine.pool import FILES_DONE, RankFailure, RankPool, inline_context
 from tests.engine import rank_tasks
 
 RANKS = 3
@@ -100,3 +100,13 @@ def test_a_collective_pool_that_fails_before_the_start_votes_no() -> None:
         with pytest.raises(RankFailure, match="rank 0: OSError"):
             collective.run(rank_tasks.fail_on, kwargs, 600)
     assert votes == [False]
+
+
+def test_an_inline_context_is_released_at_once_with_a_real_progress_slot() -> None:
+    """``inline_context`` (the loops benchmark's): ``start`` needs no parent, and a per-file
+    loop's files-done store goes into shared memory, as in a rank process, not a plain list."""
+    ctx = inline_context()
+    assert ctx.start() > 0
+    done = ctx.files_done()
+    done[FILES_DONE] = 7
+    assert isinstance(done, memoryview) and done[FILES_DONE] == 7

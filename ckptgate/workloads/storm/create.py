@@ -83,10 +83,12 @@ def create_task(
     paths = [f.path for f in files]
     ops = create_ops(write_bytes, fsync)
     clock = time.perf_counter
-    # One clock read after each operation into a list made beforehand (a store into a numpy
-    # array costs more); an operation's latency runs from the stamp before it, so a file's
-    # create also holds the loop's own step since the previous close (a store, tens of ns).
-    stamps = [0.0] * (len(ops) * len(paths) + 1)
+    # One clock read after each operation, appended to a list (no index to keep per call; a
+    # store into a numpy array costs more); an operation's latency runs from the stamp before
+    # it, so a file's create also holds the loop's own step since the previous close (a
+    # store, tens of ns).
+    stamps: list[float] = []
+    stamp = stamps.append
     durable = False
     write = write_bytes > 0
     # Bound to locals: the loop runs thousands of times per rank, and an attribute lookup per
@@ -98,29 +100,24 @@ def create_task(
     done = ctx.files_done()
     phases = PhaseMarks.start(ctx)
     ctx.progress(phase=", ".join(ops), path=paths[0] if paths else "")
-    stamps[0] = clock()
-    k = 0
-    for n, (path, payload) in enumerate(zip(paths, payloads, strict=True)):
+    stamp(clock())
+    for n, path in enumerate(paths):
         done[FILES_DONE] = n
         try:  # free unless it raises (Python 3.11): then the error names its file
             handle = create(path)  # exclusive: a storm never overwrites a file
-            k += 1
-            stamps[k] = clock()
+            stamp(clock())
             if write:
-                write_all(handle, payload)
-                k += 1
-                stamps[k] = clock()
+                write_all(handle, payloads[n])
+                stamp(clock())
             if fsync:
                 durable = sync(handle) or durable
-                k += 1
-                stamps[k] = clock()
+                stamp(clock())
             close(handle)
         except OSError as error:
             if error.filename:
                 raise
             raise OSError(error.errno, error.strerror, path) from error
-        k += 1
-        stamps[k] = clock()
+        stamp(clock())
     ctx.progress(files=len(paths), phase="done")
     phases.mark("create")
     latencies = np.diff(np.asarray(stamps, dtype=np.float64)).reshape(len(paths), len(ops))

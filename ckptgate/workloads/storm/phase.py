@@ -34,29 +34,30 @@ def timed_each(
 
     Returns the rank's result (one mark, every call's latency) and the calls' results. The loop
     does nothing else, so each latency is the operation's own, plus one clock read: the stamps
-    go into a list made beforehand (a store into a numpy array costs more), and progress is
+    and results are appended to lists (a store into a numpy array costs more), and progress is
     the count of files done, one store per file, as in ``create_task`` (a hang is named by the
     chunk's next file: the label names the chunk; an error names its own file).
     """
     clock = time.perf_counter
-    stamps = [0.0] * (len(paths) + 1)
-    results: list[Any] = [None] * len(paths)
+    stamps: list[float] = []
+    results: list[Any] = []
+    stamp, keep = stamps.append, results.append
     progress = ctx.progress
     done = ctx.files_done()
     phases = PhaseMarks.start(ctx)
     first = paths[0] if paths else ""
     progress(phase=op, path=first if isinstance(first, str) else first[0])  # a batch: its key
-    stamps[0] = clock()
+    stamp(clock())
     for n, path in enumerate(paths):
         done[FILES_DONE] = n
         try:  # free unless it raises (Python 3.11): then the error names its file
-            results[n] = call(path)
+            keep(call(path))
         except OSError as error:
             if error.filename:
                 raise
             named = path if isinstance(path, str) else path[0]  # a batch: its first key
             raise OSError(error.errno, error.strerror, named) from error
-        stamps[n + 1] = clock()
+        stamp(clock())
     progress(files=len(paths), phase="done")
     phases.mark(op)
     record = phases.result(

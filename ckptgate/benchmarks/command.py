@@ -1,0 +1,72 @@
+"""What every benchmark's command line shares: the options that time its pairs, and the run
+directory it works in, made under ``--target`` and removed at the end, also on failure."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+from ckptgate.benchmarks.pairs import PairSettings
+from ckptgate.engine.interrupts import signals_deferred
+from ckptgate.storage.target import Target, TargetError
+
+Outcome = TypeVar("Outcome")
+
+
+def add_pair_options(parser: argparse.ArgumentParser, defaults: PairSettings) -> None:
+    """``--repeats``, ``--warmup`` and ``--settle-s`` (``benchmarks.pairs.timed_pairs``)."""
+    parser.add_argument(
+        "--repeats", type=int, default=defaults.repeats, metavar="K",
+        help=f"timed pairs (default: {defaults.repeats})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--warmup", type=int, default=defaults.warmup, metavar="K",
+        help=f"untimed pairs first (default: {defaults.warmup})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--settle-s", type=float, default=defaults.settle_s, metavar="S",
+        help=f"idle seconds before every timed run, either side (default: {defaults.settle_s:g}; "
+        "see benchmarks/README.md)",
+    )  # fmt: skip
+
+
+def run_in_directory(
+    path: str,
+    needs: str,
+    run: Callable[[Target], Outcome],
+    failures: tuple[type[Exception], ...] = (),
+) -> tuple[Target, Outcome] | int:
+    """``run`` in a new run directory under ``path``, a local directory: the target and what
+    ``run`` returned, or the exit status after one line on stderr: 2 for a target that is not
+    a local directory (``needs`` says who needs one) or a ``TargetError``, 1 for one of
+    ``failures`` (a peer tool's), 130 for Ctrl-C or SIGTERM (``sigterm_unwinds``).
+
+    The directory is removed at the end, also on failure or a cancel, with signals deferred
+    while it goes, and what stays (not empty) is named. A function, not a context manager: a
+    signal between a context manager's ``__enter__`` and its block would skip its ``__exit__``
+    and leave the directory."""
+    try:
+        target = Target(path)
+        try:
+            if not target.is_local:
+                raise TargetError(f"--target {path}: {needs} needs a local (POSIX) directory")
+            target.create_run_dir()
+            outcome = run(target)
+        finally:
+            if target.run_dir is not None:
+                with signals_deferred():
+                    report = target.cleanup()
+                if report.left:
+                    print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
+        return target, outcome
+    except TargetError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except failures as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as error:
+        print(f"interrupted ({error or 'Ctrl-C'}): the run directory is removed", file=sys.stderr)
+        return 130
