@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,6 +120,6 @@ def test_a_failed_write_discarded_on_s3_leaves_no_object_and_no_upload(s3: S3Ser
     assert not fs.exists(path)
 
 
-def _uploads(fs: s3fs.S3FileSystem, bucket: str, prefix: str) -> list[str]:
+def _uploads(fs: Any, bucket: str, prefix: str) -> list[str]:
     listed = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
     return [upload["Key"] for upload in listed.get("Uploads", [])]
