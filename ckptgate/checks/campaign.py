@@ -235,7 +235,10 @@ class WriteCampaign:
         """One checkpoint: the burst (timed from the common start) of prepared shards."""
         shards = shards if shards is not None else self.prepare_round()
         try:
-            burst = self._commit(self._burst(shards, "target"))
+            try:
+                burst = self._commit(self._burst(shards, "target"))
+            except OSError as error:  # the session's own call on the target (a commit's check)
+                raise RankFailure(f"{type(error).__name__}: {error}", []) from None
             self._exchange_file_lists(shards)
         except RankFailure as error:
             # The ranks have stopped (or were killed): their partial files go now. On an
