@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from ckptgate.projection.projected import (
@@ -154,3 +155,28 @@ def test_a_pass_holds_for_the_worst_repeat_not_the_average() -> None:
     assert "but not less the worst repeat's shortfall (8.9%)" in item.reason
     passed = project_item(BY_METRIC["write"], points, requirement(probe.lower * 0.99), 16)
     assert passed.word == "projected-pass", passed.reason
+
+
+@pytest.mark.parametrize("sigma", [0.0, 0.01, 0.02], ids=lambda s: f"sigma={s}")
+def test_a_still_linear_noisy_curve_is_never_a_pass_beyond_its_data(sigma) -> None:
+    # 1 to 8 nodes of a curve that has not bent yet (efficiency at 8 nodes >= 0.88), 3 %
+    # noise per repeat, seeded: a straight line promises 1.5 times the largest point at 64
+    # nodes; no trial may call that a pass (the curve may bend anywhere past 8).
+    rng = np.random.default_rng(11)
+    for trial in range(10):
+        points = {
+            n: [float(usl(n, 2 * GB, sigma, 0.0)) * (1 + rng.normal(0, 0.03)) for _ in range(3)]
+            for n in (1, 2, 4, 8)
+        }
+        need = requirement(1.5 * max(points[8]))
+        item = project_item(BY_METRIC["write"], points, need, 64, seed=trial)
+        assert item.word != "projected-pass", item.reason
+        assert item.word == "undetermined", item.reason
+
+
+def test_three_node_counts_never_project() -> None:
+    # Three counts fit three parameters exactly, whatever the curve: no band, no pass.
+    item = project_item(BY_METRIC["write"], bent(counts=(1, 2, 4)), requirement(50 * GB), 8)
+    assert item.word == "undetermined"
+    assert item.reason.startswith("too few points: 3 client count(s) measured (1, 2, 4)")
+    assert item.lower is None
