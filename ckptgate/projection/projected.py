@@ -12,9 +12,9 @@ the fitted curve's projection at N (``ckptgate.projection.usl``):
   cannot reject it), less the worst repeat's shortfall below its point's mean
   (``worst_shortfall``: every checkpoint must fit, not the average), meets it;
 - ``projected-fail``: its upper bound at N falls short;
-- ``undetermined``: too few node counts (fewer than four), a poor fit, a curve still linear at k (its ceiling
-  above the largest point and unknown), or a band that straddles the requirement; the reason
-  says which.
+- ``undetermined``: too few node counts (fewer than four), a poor fit, a curve still linear
+  at k (its ceiling above the largest point and unknown), or a band that straddles the
+  requirement; the reason says which.
 
 The per-node stall (the slowest rank of a save at full scale) and the metadata storm at the
 full rank count need every node: a projection never speaks for them (``NEEDS_EVERY_NODE``).
