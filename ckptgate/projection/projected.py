@@ -240,9 +240,11 @@ def project_item(
     band = assessment.band.throughput(cluster_nodes)
     shortfall = worst_shortfall(points)
     worst_lower = band.lower * (1.0 - shortfall)
+    models = " and ".join("Amdahl" if m == "amdahl" else "USL" for m in assessment.band.models)
     shown = (
         f"projected {fmt(band.estimate)} at {format_count(cluster_nodes)} nodes, "
-        f"{usl.CONFIDENCE * 100:.0f} % interval {fmt(band.lower)} to {fmt(band.upper)}"
+        f"{usl.CONFIDENCE * 100:.0f} % prediction interval {fmt(band.lower)} to "
+        f"{fmt(band.upper)} ({models})"
     )
     if worst_lower >= required:
         word: Word = "projected-pass"

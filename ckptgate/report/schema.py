@@ -414,6 +414,12 @@ def sweep_row(raw: Any, source: str) -> SweepRow:
     return _build(SweepRow, raw, "sweep.rows", source)
 
 
+def scaling_section(raw: Any, source: str) -> ScalingSection:
+    """A sweep's ``scaling`` section (``checks.scaling.SweepResult.section``, a mapping) as
+    a ``ScalingSection``, for a figure drawn outside a saved report."""
+    return _build(ScalingSection, raw, "scaling", source)
+
+
 def _json_kind(value: Any) -> str:
     names = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
     return "null" if value is None else names.get(type(value), type(value).__name__)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from ckptgate.projection.projected import (
 )
 from ckptgate.projection.usl import usl
 from ckptgate.sizing import Requirement
+from tests.projection.worked_example import worked_example
 
 pytest.importorskip("scipy")
 
@@ -110,34 +112,32 @@ def test_overall_word():
     assert overall([]) == "undetermined"
 
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
 def test_the_readme_worked_example() -> None:
-    """README "Scaling sweep and projection": 405b on 2,048 nodes from a 16-node sweep."""
-    from ckptgate.sizing import derive, load_profile
-
-    reqs = derive(load_profile("405b")).requirements
-
-    def sweep(lam, sigma, kappa):
-        return {
-            n: [float(usl(n, lam, sigma, kappa)) * f for f in (0.98, 1.0, 1.02)]
-            for n in (1, 2, 4, 8, 16)
-        }
-
-    projection = project(
-        {"write": sweep(2.0e9, 0.05, 0.0), "read": sweep(2.5e9, 0.0, 0.0),
-         "create": sweep(400, 0.3, 2e-3)},
-        {"write": reqs["async_persist_planned_bytes_per_s"],
-         "read": reqs["restart_read_bytes_per_s"], "create": reqs["create_rate_per_s"]},
-        2048,
-        "1, 2, 4, 8, 16 of 2,048 nodes",
-    )  # fmt: skip
+    """README "Scaling sweep and projection": 405b on 2,048 nodes from a 16-node sweep; the
+    README quotes the line the code writes, and its figure is the one the script draws."""
+    projection = worked_example().projection
+    assert projection is not None
     write, read, create = projection.items
     assert projection.word == "undetermined"
-    assert write.word == "undetermined" and "the interval straddles required 23.6 GB/s" in (
-        write.reason
-    )
+    assert write.word == "undetermined"
     assert write.lower is not None and write.lower < 23.6 * GB < write.upper  # type: ignore[operator]
     assert read.reason.startswith("still linear at 16 nodes (fitted efficiency 1.00 >= 0.8)")
     assert create.word == "met" and "measured 1050 /s" in create.reason
+    readme = " ".join(README.read_text(encoding="utf-8").split())
+    quoted = [
+        "projected 39.6 GB/s at 2,048 nodes, 95 % prediction interval 2.03 GB/s to 42.3 GB/s "
+        "(USL and Amdahl): the interval straddles required 23.6 GB/s",
+        "still linear at 16 nodes (fitted efficiency 1.00 >= 0.8): the ceiling is above "
+        "39.2 GB/s and unknown; required 47.3 GB/s",
+        "met outright at 16 nodes: measured 1050 /s",
+    ]
+    for words in quoted:
+        assert words in projection.line and words in readme, words
+    assert "(docs/scaling-example.svg)" in readme
+    assert (README.parent / "docs" / "scaling-example.svg").is_file()
 
 
 def test_a_pass_holds_for_the_worst_repeat_not_the_average() -> None:
