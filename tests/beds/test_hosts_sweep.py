@@ -101,6 +101,8 @@ def test_a_capped_storage_is_bracketed_and_a_linear_curve_is_refused(tmp_path: P
     band = verdict.band.throughput(CLIENTS)
     seen = mean_interval(points[CLIENTS])
     pass_bound = band.lower * (1 - worst_shortfall(fitted))
+    print("capped: " + ", ".join(f"{n}: {statistics.mean(v) / 1e6:.2f} MB/s"
+                                 for n, v in sorted(points.items())))  # fmt: skip
     print(f"capped at {STORAGE_CAP_BYTES_PER_S / 1e6} MB/s: fitted on 1, 2, 4, 8 clients "
           f"({', '.join(verdict.band.models)}), {CLIENTS} projected {band.lower / 1e6:.2f} to "
           f"{band.upper / 1e6:.2f} MB/s (pass bound {pass_bound / 1e6:.2f}), measured mean "

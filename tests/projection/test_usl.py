@@ -159,3 +159,18 @@ def test_amdahl_stays_in_the_band_until_the_points_reject_it():
     # 1 to 64 clients past the peak (n* = 21): κ = 0 cannot bend down, the F test drops it
     many = noisy_curve(rng, 1e9, 0.1, 2e-3, COUNTS, noise=0.01)
     assert prediction_band(many, resamples=20).models == ("usl",)
+
+
+def test_four_counts_keep_the_plateau_a_capped_storage_shows():
+    # The host bed's capped storage: one client at 80 % of the cap, 2 to 8 at it, the 8
+    # client point 4 % low on a busy machine. One spare degree of freedom cannot reject
+    # Amdahl's plateau; without it the USL alone bends down through the dip and its band
+    # at 12 clients lies below the plateau 12 clients then measure.
+    plateau = 5.6e6
+    shape = {1: 0.8, 2: 1.0, 4: 1.0, 8: 0.96}
+    points = {n: [plateau * f * (1 + e) for e in (-0.01, 0.0, 0.01)] for n, f in shape.items()}
+    verdict = assess(points, resamples=100)
+    assert verdict.projects, verdict.reason
+    assert verdict.band is not None and verdict.band.models == ("usl", "amdahl")
+    band = verdict.band.throughput(12)
+    assert band.lower < 0.96 * plateau < plateau <= band.upper
