@@ -22,7 +22,7 @@ A projection is a prediction, not a parameter estimate: ``prediction_band`` is w
 measurement at n lies, each resample's curve times one drawn measurement deviation, as the
 envelope of the USL's and, unless the points reject it, Amdahl's (κ = 0): few points cannot
 tell a peak from a plateau, and beyond them the two part. Fitted on 1, 2, 4, 8 clients with
-3 % noise, the band at 16 held the truth in 57 of 59 seeded trials where the parameter
+3 % noise, the band at 16 held the truth in 58 of 59 seeded trials where the parameter
 interval alone held it in 45 of 60 (``tests/projection/test_usl.py``). ``assess`` says
 whether the data can support a projection beyond the clients measured, and if not, why: fewer
 than four client counts (three parameters fit three exactly, whatever the curve), a poor fit,
