@@ -51,7 +51,14 @@ model (one degree of freedom for its lack of fit to show in the residuals and th
 
 MIN_R_SQUARED = 0.9
 """Below this coefficient of determination the curve does not describe the points: no
-projection (the points scatter more than they scale)."""
+projection (the points scatter more than they scale), unless it misses none of them by much
+(``CLOSE_FIT_RMS``)."""
+
+CLOSE_FIT_RMS = 0.05
+"""A fit whose root-mean-square relative residual is at most this describes the points even
+with a low R²: R² is the share of the points' variance the curve explains, and a storage
+saturated from the first client (a plateau) leaves almost no variance to explain, so any
+curve through it, the right one included, scores low."""
 
 LINEAR_EFFICIENCY = 0.8
 """A curve whose fitted efficiency X(k) / (k λ) at the largest measured count k is still at
@@ -474,11 +481,13 @@ def assess(
             kind="too-few",
         )
     fit = fit_usl(points)
-    if fit.r_squared < MIN_R_SQUARED:
+    rms = math.sqrt(float(np.mean(np.square(fit.residuals))))
+    if fit.r_squared < MIN_R_SQUARED and rms > CLOSE_FIT_RMS:
         return Assessment(
             False,
-            f"a poor fit: R² {fit.r_squared:.3f} < {MIN_R_SQUARED} (the points scatter more "
-            "than they scale)",
+            f"a poor fit: R² {fit.r_squared:.3f} < {MIN_R_SQUARED} and the curve misses the "
+            f"points by {rms:.1%} RMS > {CLOSE_FIT_RMS:.0%} (the points scatter more than they "
+            "scale)",
             kind="poor-fit",
             fit=fit,
         )

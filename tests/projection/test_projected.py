@@ -180,3 +180,13 @@ def test_three_node_counts_never_project() -> None:
     assert item.word == "undetermined"
     assert item.reason.startswith("too few points: 3 client count(s) measured (1, 2, 4)")
     assert item.lower is None
+
+
+def test_a_storage_saturated_from_one_node_projects_a_fail_not_a_poor_fit() -> None:
+    # A plateau from the first node (1 % noise): R² is low because nothing varies, yet the
+    # curve misses no point by more than the noise; the full count cannot get more.
+    rng = np.random.default_rng(7)
+    points = {n: [5.6e6 * (1 + rng.normal(0, 0.01)) for _ in range(3)] for n in (1, 2, 4, 8)}
+    item = project_item(BY_METRIC["write"], points, requirement(8.4e6), 64)
+    assert item.word == "projected-fail", item.reason
+    assert item.upper is not None and item.upper < 8.4e6
