@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ckptgate.projection.projected import BY_METRIC
 from ckptgate.report import series
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst
@@ -401,9 +402,6 @@ def scaling(section: ScalingSection) -> str | None:
     return _svg(figure, "scaling")
 
 
-METRIC_UNITS = {"write": "B/s", "read": "B/s", "create": "1/s"}
-
-
 def scaling_ranks(section: ScalingSection) -> str | None:
     """Throughput against ranks per node, one panel per metric and one line per node count
     (``projection.ranks``): where a node's client stops gaining from more ranks."""
@@ -417,7 +415,7 @@ def scaling_ranks(section: ScalingSection) -> str | None:
             ax.plot(curve.ranks_per_node, curve.means, marker="o", markersize=3, linewidth=1,
                     label=f"{curve.nodes} node(s)")  # fmt: skip
         ax.set_xscale("log", base=2)
-        _ticks(ax.yaxis, METRIC_UNITS[metric])
+        _ticks(ax.yaxis, BY_METRIC[metric].unit)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("ranks per node")
         ax.set_title(metric, fontsize=9)

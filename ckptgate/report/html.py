@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import ckptgate
+from ckptgate.projection.projected import BY_METRIC
 from ckptgate.report import figures, series
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst, bursts, items_of, sweep_rows
@@ -431,7 +432,7 @@ def _scaling_ranks(section: ScalingSection, plots: bool) -> list[str]:
     out = ["<h3>Ranks per node</h3>", f'<p class="note">{esc(section.ranks.meaning)}</p>']
     rows = []
     for c in curves:
-        unit = figures.METRIC_UNITS[c.metric]
+        unit = BY_METRIC[c.metric].unit
         shown = ", ".join(
             f"{r}: {format_value(m, unit)} ({e:.0%})"
             for r, m, e in zip(c.ranks_per_node, c.means, c.efficiency, strict=True)
