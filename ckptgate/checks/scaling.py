@@ -32,6 +32,8 @@ from ckptgate.cluster.nodes import Nodes, on_first, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import merge_nodes
 from ckptgate.projection.projected import Projection, project
+from ckptgate.projection.ranks import MEANING as RANKS_MEANING
+from ckptgate.projection.ranks import ranks_curves
 from ckptgate.projection.usl import mean_interval
 from ckptgate.sizing import Requirement, format_count, storm_file_count
 from ckptgate.storage.manifest import Writer
@@ -148,6 +150,15 @@ class SweepResult:
                 out[metric].setdefault(point.nodes, []).append(getattr(point, name))
         return out
 
+    def by_ranks(self) -> dict[int, dict[str, dict[int, list[float]]]]:
+        """node count -> metric -> ranks per node -> repeats: the ranks-per-node curves."""
+        out: dict[int, dict[str, dict[int, list[float]]]] = {}
+        for point in self.points:
+            metrics = out.setdefault(point.nodes, {m: {} for m in METRIC_FIELDS})
+            for metric, name in METRIC_FIELDS.items():
+                metrics[metric].setdefault(point.ranks_per_node, []).append(getattr(point, name))
+        return out
+
     def summary(self) -> list[dict[str, Any]]:
         """Each point (node count, ranks per node) and metric: the mean of its repeats with
         its bootstrap interval, and the worst and best repeat."""
@@ -164,7 +175,9 @@ class SweepResult:
     def section(self) -> dict[str, Any]:
         """The report's ``scaling`` section."""
         return {
-            "plan": asdict(self.plan),
+            "plan": {
+                k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self.plan).items()
+            },
             "words": self.plan.words(self.cluster_nodes),
             "cluster_nodes": self.cluster_nodes,
             "points": [asdict(p) for p in self.points],
@@ -172,6 +185,10 @@ class SweepResult:
             "verified_bytes": sum(p.verified_bytes for p in self.points),
             "projection": self.projection.to_json() if self.projection else None,
             "no_projection": self.no_projection,
+            "ranks": {
+                "meaning": RANKS_MEANING,
+                "curves": [c.to_json() for c in ranks_curves(self.by_ranks())],
+            },
         }
 
 

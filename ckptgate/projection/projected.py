@@ -7,13 +7,14 @@ the fitted curve's projection at N (``ckptgate.projection.usl``):
 
 - ``met``: the sweep's worst repeat at k nodes already meets the requirement at N: an
   aggregate requirement met at k nodes is met outright;
-- ``projected-pass``: the projection's lower bound at N, less the worst repeat's shortfall
-  below its point's mean (``worst_shortfall``: every checkpoint must fit, not the average),
-  meets it;
+- ``projected-pass``: the lower bound of the projection's prediction band at N
+  (``usl.prediction_band``: one new measurement, the USL and Amdahl's law where the points
+  cannot reject it), less the worst repeat's shortfall below its point's mean
+  (``worst_shortfall``: every checkpoint must fit, not the average), meets it;
 - ``projected-fail``: its upper bound at N falls short;
-- ``undetermined``: too few node counts, a poor fit, a curve still linear at k (its ceiling
-  above the largest point and unknown), or a band that straddles the requirement; the reason
-  says which.
+- ``undetermined``: too few node counts (fewer than four), a poor fit, a curve still linear
+  at k (its ceiling above the largest point and unknown), or a band that straddles the
+  requirement; the reason says which.
 
 The per-node stall (the slowest rank of a save at full scale) and the metadata storm at the
 full rank count need every node: a projection never speaks for them (``NEEDS_EVERY_NODE``).
@@ -141,8 +142,8 @@ def _curve(assessment: usl.Assessment, cluster_nodes: int) -> tuple[dict[str, fl
     out = []
     for step in range(CURVE_POINTS):
         n = top ** (step / (CURVE_POINTS - 1))
-        if assessment.bootstrap is not None:
-            band = assessment.bootstrap.throughput(n)
+        if assessment.band is not None:
+            band = assessment.band.throughput(n)
             out.append({"nodes": n, "estimate": band.estimate, "lower": band.lower,
                         "upper": band.upper})  # fmt: skip
         else:
@@ -176,6 +177,12 @@ def _fit_json(assessment: usl.Assessment) -> dict[str, Any] | None:
             "kappa": boot.kappa().to_json(),
             "saturation_nodes": boot.saturation_clients().to_json(),
         }
+    if assessment.band is not None:
+        out["band"] = (
+            "prediction interval of one measurement, the envelope of the models kept: "
+            + ", ".join(assessment.band.models)
+        )
+        out["band_models"] = list(assessment.band.models)
     return out
 
 
@@ -229,13 +236,15 @@ def project_item(
             fit=fit_json,
             curve=_curve(assessment, cluster_nodes),
         )
-    assert assessment.bootstrap is not None
-    band = assessment.bootstrap.throughput(cluster_nodes)
+    assert assessment.band is not None
+    band = assessment.band.throughput(cluster_nodes)
     shortfall = worst_shortfall(points)
     worst_lower = band.lower * (1.0 - shortfall)
+    models = " and ".join("Amdahl" if m == "amdahl" else "USL" for m in assessment.band.models)
     shown = (
         f"projected {fmt(band.estimate)} at {format_count(cluster_nodes)} nodes, "
-        f"{usl.CONFIDENCE * 100:.0f} % interval {fmt(band.lower)} to {fmt(band.upper)}"
+        f"{usl.CONFIDENCE * 100:.0f} % prediction interval {fmt(band.lower)} to "
+        f"{fmt(band.upper)} ({models})"
     )
     if worst_lower >= required:
         word: Word = "projected-pass"

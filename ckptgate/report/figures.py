@@ -16,10 +16,17 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ckptgate.projection.projected import BY_METRIC
 from ckptgate.report import series
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst
-from ckptgate.report.schema import ContentionSection, LatencyStats, SeriesRun, SweepRow
+from ckptgate.report.schema import (
+    ContentionSection,
+    LatencyStats,
+    ScalingSection,
+    SeriesRun,
+    SweepRow,
+)
 
 INSTALL_HINT = "plots need matplotlib: pip install 'ckptgate[report]'"
 
@@ -352,43 +359,65 @@ def _merged_marks(marks: Sequence[tuple[float, str]]) -> list[tuple[float, str]]
     return merged
 
 
-def scaling(section: dict[str, Any]) -> str | None:
+POINT_FIELDS = {"write": "write_bytes_per_s", "read": "read_bytes_per_s", "create": "create_per_s"}
+"""Each swept metric and the ``ScalingPoint`` field that holds it."""
+
+
+def scaling(section: ScalingSection) -> str | None:
     """The scaling sweep, one panel per projected metric: every repeat at the run's ranks per
-    node (dots), the fitted USL curve to the profile's node count with its bootstrap band
+    node (dots), the fitted USL curve to the profile's node count with its prediction band
     (shaded, where the fit projects), the requirement at the full count (dashed) and that
     count (dotted). Log-log: a straight line of slope 1 is perfect scaling."""
     from matplotlib.ticker import NullFormatter
 
-    projection = section.get("projection") or {}
-    items = [i for i in projection.get("items", []) if i.get("metric")]
+    items = section.projection.items if section.projection else ()
     if not items:
         return None
-    run_ranks = (section.get("plan") or {}).get("run_ranks")
-    points = [p for p in section.get("points", []) if p.get("ranks_per_node") == run_ranks]
-    fields = {"write": "write_bytes_per_s", "read": "read_bytes_per_s", "create": "create_per_s"}
+    run_ranks = section.plan.run_ranks
+    points = [p for p in section.points if p.ranks_per_node == run_ranks]
     figure, axes = _figure(3.2, ncols=len(items))
     for ax, item in zip(axes[0], items, strict=True):
-        unit = item["unit"]
-        xs = [p["nodes"] for p in points]
-        ys = [p[fields[item["metric"]]] for p in points]
+        xs = [p.nodes for p in points]
+        ys = [getattr(p, POINT_FIELDS[item.metric]) for p in points]
         ax.scatter(xs, ys, s=14, color="#1f77b4", zorder=3, label="measured (each repeat)")
-        curve = item.get("curve") or []
+        curve = item.curve
         if curve:
-            cx = [c["nodes"] for c in curve]
-            ax.plot(cx, [c["estimate"] for c in curve], color="#1f77b4", linewidth=1,
+            cx = [c.nodes for c in curve]
+            ax.plot(cx, [c.estimate for c in curve], color="#1f77b4", linewidth=1,
                     label="USL fit")  # fmt: skip
-            if curve[0].get("lower") is not None:
-                ax.fill_between(cx, [c["lower"] for c in curve], [c["upper"] for c in curve],
-                                color="#1f77b4", alpha=0.18, linewidth=0,
-                                label="bootstrap interval")  # fmt: skip
-        ax.axhline(item["required"], color="#d62728", linestyle="--", linewidth=1,
+            lower, upper = [c.lower for c in curve], [c.upper for c in curve]
+            if all(v is not None for v in lower + upper):
+                ax.fill_between(cx, lower, upper, color="#1f77b4", alpha=0.18, linewidth=0,
+                                label="prediction band")  # fmt: skip
+        ax.axhline(item.required, color="#d62728", linestyle="--", linewidth=1,
                    label="required at the full count")  # fmt: skip
-        ax.axvline(item["cluster_nodes"], color="black", linestyle=":", linewidth=1)
+        ax.axvline(item.cluster_nodes, color="black", linestyle=":", linewidth=1)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        _ticks(ax.yaxis, unit)
+        _ticks(ax.yaxis, item.unit)
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("nodes")
-        ax.set_title(f"{item['title']}: {item['word']}", fontsize=9)
+        ax.set_title(f"{item.title}: {item.word}", fontsize=9)
         ax.legend(fontsize=6, loc="lower right")
     return _svg(figure, "scaling")
+
+
+def scaling_ranks(section: ScalingSection) -> str | None:
+    """Throughput against ranks per node, one panel per metric and one line per node count
+    (``projection.ranks``): where a node's client stops gaining from more ranks."""
+    curves = section.ranks.curves
+    metrics = list(dict.fromkeys(c.metric for c in curves))
+    if not metrics:
+        return None
+    figure, axes = _figure(3.0, ncols=len(metrics))
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for curve in (c for c in curves if c.metric == metric):
+            ax.plot(curve.ranks_per_node, curve.means, marker="o", markersize=3, linewidth=1,
+                    label=f"{curve.nodes} node(s)")  # fmt: skip
+        ax.set_xscale("log", base=2)
+        _ticks(ax.yaxis, BY_METRIC[metric].unit)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("ranks per node")
+        ax.set_title(metric, fontsize=9)
+        ax.legend(fontsize=6, loc="lower right")
+    return _svg(figure, "scaling-ranks")

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import ckptgate
+from ckptgate.projection.projected import BY_METRIC
 from ckptgate.report import figures, series
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst, bursts, items_of, sweep_rows
@@ -23,6 +24,7 @@ from ckptgate.report.schema import (
     MetadataSection,
     SavedReport,
     SavedVerdict,
+    ScalingSection,
     SeriesSection,
 )
 
@@ -371,50 +373,84 @@ def _sweep(report: SavedReport, plots: bool) -> list[str]:
     return out
 
 
-def _scaling(section: dict[str, Any] | None, plots: bool) -> list[str]:
-    """The scaling sweep: its projection (never a verdict), every point, the figure."""
-    if not section:
+def _scaling(section: ScalingSection | None, plots: bool) -> list[str]:
+    """The scaling sweep: its projection (never a verdict), every point, the figure, and the
+    ranks-per-node curves where they were swept."""
+    if section is None:
         return []
     out = ["<h2>Scaling sweep and projection</h2>"]
-    out.append(f'<p class="note">{esc(section.get("words", ""))}; every byte verified</p>')
-    projection = section.get("projection")
+    out.append(f'<p class="note">{esc(section.words)}; every byte verified</p>')
+    projection = section.projection
     if projection:
-        out.append(f'<p class="detail">{esc(projection["line"])}</p>')
+        out.append(f'<p class="detail">{esc(projection.line)}</p>')
         rows = [
             [
-                item["title"],
-                num(format_value(item["required"], item["unit"])),
-                num(format_value(item["measured_worst"], item["unit"])),
-                num(format_value(item.get("lower"), item["unit"])),
-                num(format_value(item.get("estimate"), item["unit"])),
-                num(format_value(item.get("upper"), item["unit"])),
-                item["word"],
-                item["reason"],
+                item.title,
+                num(format_value(item.required, item.unit)),
+                num(format_value(item.measured_worst, item.unit)),
+                num(format_value(item.lower, item.unit)),
+                num(format_value(item.estimate, item.unit)),
+                num(format_value(item.upper, item.unit)),
+                item.word,
+                item.reason,
             ]
-            for item in projection["items"]
+            for item in projection.items
         ]
         header = ("metric", "required at N", "worst at k", "lower", "projected", "upper",
                   "projection", "why")  # fmt: skip
         out.append(table(header, rows))
-    elif section.get("no_projection"):
-        out.append(f'<p class="note">{esc(section["no_projection"])}</p>')
+    elif section.no_projection:
+        out.append(f'<p class="note">{esc(section.no_projection)}</p>')
     points = [
         [
-            num(str(p["nodes"])),
-            num(str(p["ranks_per_node"])),
-            num(str(p["repeat"])),
-            num(format_value(p["write_bytes_per_s"], "B/s")),
-            num(format_value(p["read_bytes_per_s"], "B/s")),
-            num(format_value(p["create_per_s"], "1/s")),
+            num(str(p.nodes)),
+            num(str(p.ranks_per_node)),
+            num(str(p.repeat)),
+            num(format_value(p.write_bytes_per_s, "B/s")),
+            num(format_value(p.read_bytes_per_s, "B/s")),
+            num(format_value(p.create_per_s, "1/s")),
         ]
-        for p in section.get("points", [])
+        for p in section.points
     ]
     out.append(table(("nodes", "ranks/node", "repeat", "write", "read", "creates"), points))
     if plots:
         out.append(
             figure(figures.scaling(section),
-                   "dots: each repeat; line and band: the USL fit and its bootstrap interval; "
-                   "dashed: the requirement at the full count; dotted: the full count")
+                   "dots: each repeat; line and band: the USL fit and its prediction band (one "
+                   "measurement; the USL's and Amdahl's where the points allow both); dashed: "
+                   "the requirement at the full count; dotted: the full count")
+        )  # fmt: skip
+    out += _scaling_ranks(section, plots)
+    return out
+
+
+def _scaling_ranks(section: ScalingSection, plots: bool) -> list[str]:
+    """The ranks-per-node curves (``projection.ranks``): described, never projected."""
+    curves = section.ranks.curves
+    if not curves:
+        return []
+    out = ["<h3>Ranks per node</h3>", f'<p class="note">{esc(section.ranks.meaning)}</p>']
+    rows = []
+    for c in curves:
+        unit = BY_METRIC[c.metric].unit
+        shown = ", ".join(
+            f"{r}: {format_value(m, unit)} ({e:.0%})"
+            for r, m, e in zip(c.ranks_per_node, c.means, c.efficiency, strict=True)
+        )
+        if c.fit is None:
+            fit = c.note
+        else:
+            peak = c.fit.saturation_ranks_per_node
+            where = "none (κ = 0)" if peak is None else f"at {peak:.1f} ranks per node"
+            fit = f"σ {c.fit.sigma:.3f}, κ {c.fit.kappa:.2e}, R² {c.fit.r_squared:.3f}"
+            fit += f", peak {where}"
+        rows.append([c.metric, num(str(c.nodes)), shown, num(str(c.best_ranks_per_node)), fit])
+    header = ("metric", "nodes", "ranks per node: mean (efficiency)", "best", "USL over ranks")
+    out.append(table(header, rows))
+    if plots:
+        out.append(
+            figure(figures.scaling_ranks(section),
+                   "mean throughput against ranks per node, a line per node count")
         )  # fmt: skip
     return out
 
@@ -429,10 +465,9 @@ def render_report(report: SavedReport, source: str = "") -> str:
     if source:
         body.append(f'<p class="note">from {esc(source)}</p>')
     body.append(verdict_box(verdict))
-    scaling = report.data.get("scaling")  # not in the schema yet: read as the JSON holds it
-    projection = (scaling or {}).get("projection")
-    if projection:  # its own line, below the verdict and never a part of it
-        body.append(f'<p class="detail">{esc(projection["line"])}</p>')
+    scaling = report.scaling
+    if scaling is not None and scaling.projection:  # its own line, below the verdict
+        body.append(f'<p class="detail">{esc(scaling.projection.line)}</p>')
     if not plots:
         body.append(f'<p class="warning">{esc(figures.INSTALL_HINT)}; the tables are complete</p>')
     body.append(_facts(report))

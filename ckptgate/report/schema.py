@@ -207,6 +207,136 @@ class SweepSection:
 
 
 @dataclass(frozen=True)
+class ScalingPlan:
+    """What a scaling sweep measured (``checks.scaling.SweepPlan``)."""
+
+    node_counts: tuple[int, ...]
+    ranks_per_node: tuple[int, ...]
+    repeats: int
+    run_ranks: int
+
+
+@dataclass(frozen=True)
+class ScalingPoint:
+    """One repeat of one sweep point (``checks.scaling.SweepPoint``)."""
+
+    nodes: int
+    ranks_per_node: int
+    repeat: int
+    write_bytes: int
+    write_bytes_per_s: float
+    read_bytes: int
+    read_bytes_per_s: float
+    created_files: int
+    create_per_s: float
+    verified_bytes: int
+
+
+@dataclass(frozen=True)
+class ScalingSummaryRow:
+    """One point's mean over its repeats, its bootstrap interval, its worst and best."""
+
+    nodes: int
+    ranks_per_node: int
+    metric: str
+    repeats: int
+    estimate: float
+    lower: float
+    upper: float
+    worst: float
+    best: float
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """The fitted curve at one node count, with its band where the fit projects."""
+
+    nodes: float
+    estimate: float
+    lower: float | None = None
+    upper: float | None = None
+
+
+@dataclass(frozen=True)
+class ProjectedItem:
+    """One requirement at the full count against the sweep (``projection.projected``)."""
+
+    metric: str
+    title: str
+    unit: str
+    requirement: str
+    required: float
+    formula: str
+    word: Literal["met", "projected-pass", "projected-fail", "undetermined"]
+    reason: str
+    measured_nodes: int
+    measured_worst: float
+    cluster_nodes: int
+    estimate: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    fit: dict[str, Any] | None = None
+    """λ, σ, κ, R², the intervals and the band's models, as ``projected._fit_json`` wrote."""
+    curve: tuple[CurvePoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class SavedProjection:
+    """The projection: its word (never a verdict's), its line, every item."""
+
+    word: Literal["met", "projected-pass", "projected-fail", "undetermined"]
+    line: str
+    items: tuple[ProjectedItem, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RanksFit:
+    """The USL over one node count's ranks per node (``projection.ranks``), described only."""
+
+    sigma: float
+    kappa: float
+    r_squared: float
+    saturation_ranks_per_node: float | None = None
+    """None where the curve has no peak (κ = 0)."""
+
+
+@dataclass(frozen=True)
+class RanksCurveRow:
+    """One metric against ranks per node at one node count (``projection.ranks.RanksCurve``)."""
+
+    metric: str
+    nodes: int
+    ranks_per_node: tuple[int, ...]
+    means: tuple[float, ...]
+    efficiency: tuple[float, ...]
+    best_ranks_per_node: int
+    fit: RanksFit | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class RanksSection:
+    meaning: str = ""
+    curves: tuple[RanksCurveRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScalingSection:
+    """The scaling sweep and its projection (``checks.scaling.SweepResult.section``)."""
+
+    plan: ScalingPlan
+    words: str = ""
+    cluster_nodes: int = 0
+    points: tuple[ScalingPoint, ...] = ()
+    summary: tuple[ScalingSummaryRow, ...] = ()
+    verified_bytes: int = 0
+    projection: SavedProjection | None = None
+    no_projection: str = ""
+    ranks: RanksSection = field(default_factory=RanksSection)
+
+
+@dataclass(frozen=True)
 class SavedProfileAsRun:
     """The cluster profile as the run used it (``ckptgate.sizing.as_run.ProfileAsRun``)."""
 
@@ -244,6 +374,7 @@ class SavedReport:
     metadata: MetadataSection | None = None
     bandwidth_series: SeriesSection | None = None
     sweep: SweepSection | None = None
+    scaling: ScalingSection | None = None
     data: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """The whole file as read: every key, those the schema names and those it does not."""
 
@@ -281,6 +412,12 @@ def load_saved(data: Any, source: str) -> SavedReport:
 def sweep_row(raw: Any, source: str) -> SweepRow:
     """One row of ``ckptgate.sizing.sweep`` (a mapping) as a ``SweepRow``."""
     return _build(SweepRow, raw, "sweep.rows", source)
+
+
+def scaling_section(raw: Any, source: str) -> ScalingSection:
+    """A sweep's ``scaling`` section (``checks.scaling.SweepResult.section``, a mapping) as
+    a ``ScalingSection``, for a figure drawn outside a saved report."""
+    return _build(ScalingSection, raw, "scaling", source)
 
 
 def _json_kind(value: Any) -> str:

@@ -98,6 +98,12 @@ def test_a_sweep_measures_every_point_and_projects_in_its_own_line(
     assert projection["word"] in ("undetermined", "projected-fail")
     write = next(i for i in projection["items"] if i["metric"] == "write")
     assert write["word"] == "undetermined"
+    # the ranks-per-node curve of the one node: three rank counts, described without a fit
+    curves = {c["metric"]: c for c in scaling["ranks"]["curves"]}
+    assert sorted(curves) == ["create", "read", "write"]
+    assert curves["write"]["nodes"] == 1 and curves["write"]["ranks_per_node"] == [1, 2, 4]
+    assert curves["write"]["fit"] is None and curves["write"]["efficiency"][0] == 1.0
+    assert curves["write"]["note"].startswith("3 ranks-per-node count(s)")
     assert write["reason"].startswith("too few points: 1 client count(s)")
     # Its own line, right below the verdict, which it does not change.
     lines = out.splitlines()

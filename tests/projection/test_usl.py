@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from ckptgate.projection.usl import (
     bootstrap_usl,
     fit_usl,
     mean_interval,
+    prediction_band,
     saturation_clients,
     usl,
 )
@@ -71,7 +73,7 @@ def test_interval_from_the_small_counts_brackets_the_large_count(sigma, kappa):
 @settings(max_examples=20, deadline=None)
 @given(
     lam=st.floats(1e6, 1e10),
-    counts=st.sampled_from([(1, 2, 4), (1, 2, 4, 8), (1, 2, 4, 8, 16), (2, 4, 8, 16)]),
+    counts=st.sampled_from([(1, 2, 4, 8), (1, 2, 4, 8, 16), (2, 4, 8, 16), (1, 2, 4, 6)]),
     wobble=st.floats(0.0, 0.02),
 )
 def test_a_curve_still_linear_is_refused_beyond_its_range(lam, counts, wobble):
@@ -82,8 +84,8 @@ def test_a_curve_still_linear_is_refused_beyond_its_range(lam, counts, wobble):
     assert verdict.fit is not None and verdict.fit.efficiency_at_largest >= LINEAR_EFFICIENCY
 
 
-@pytest.mark.parametrize("counts", [(), (1,), (1, 2)], ids=lambda c: f"counts={len(c)}")
-def test_fewer_than_three_counts_are_too_few(counts):
+@pytest.mark.parametrize("counts", [(), (1,), (1, 2), (1, 2, 4)], ids=lambda c: f"counts={len(c)}")
+def test_fewer_than_four_counts_are_too_few(counts):
     verdict = assess(curve(1e9, 0.1, 1e-3, counts=counts))
     assert not verdict.projects
     assert verdict.reason.startswith("too few points")
@@ -118,3 +120,57 @@ def test_a_points_mean_interval_holds_its_mean_and_a_single_repeat_has_no_spread
     interval = mean_interval([9.0, 10.0, 11.0, 10.5])
     assert 9.0 <= interval.lower < interval.estimate == 10.125 < interval.upper <= 11.0
     assert mean_interval([7.0]).to_json() == {"estimate": 7.0, "lower": 7.0, "upper": 7.0}
+
+
+def noisy_curve(rng, lam, sigma, kappa, counts, noise=0.03, repeats=3):
+    """``repeats`` measurements per count: the true curve times 1 + N(0, noise)."""
+    return {
+        n: [float(usl(n, lam, sigma, kappa)) * (1 + rng.normal(0.0, noise)) for _ in range(repeats)]
+        for n in counts
+    }
+
+
+def test_the_band_beyond_the_data_covers_the_truth_in_nine_trials_of_ten():
+    # Fit on 1, 2, 4, 8 clients with 3 % noise per repeat; the truth at 16 (twice the data)
+    # must lie in the band in at least 90 % of the trials that project. The parameter
+    # interval alone (the bootstrap over the repeats, main before issue 24's item 1) held it
+    # in 45 of 60 such trials; the prediction band over the USL and Amdahl in 58 of 59.
+    rng = np.random.default_rng(24)
+    covered = projected = 0
+    for trial in range(30):
+        sigma = rng.uniform(0.03, 0.3)
+        kappa = 0.0 if trial % 2 else rng.uniform(1e-4, 3e-3)
+        points = noisy_curve(rng, 1e9, sigma, kappa, (1, 2, 4, 8))
+        verdict = assess(points, seed=trial, resamples=100)
+        if not verdict.projects:
+            continue
+        assert verdict.band is not None
+        band = verdict.band.throughput(16)
+        projected += 1
+        covered += int(band.lower <= float(usl(16, 1e9, sigma, kappa)) <= band.upper)
+    assert projected >= 25
+    assert covered >= 0.9 * projected, f"{covered} of {projected}"
+
+
+def test_amdahl_stays_in_the_band_until_the_points_reject_it():
+    rng = np.random.default_rng(3)
+    few = noisy_curve(rng, 1e9, 0.1, 2e-3, (1, 2, 4, 8))
+    assert prediction_band(few, resamples=20).models == ("usl", "amdahl")
+    # 1 to 64 clients past the peak (n* = 21): κ = 0 cannot bend down, the F test drops it
+    many = noisy_curve(rng, 1e9, 0.1, 2e-3, COUNTS, noise=0.01)
+    assert prediction_band(many, resamples=20).models == ("usl",)
+
+
+def test_four_counts_keep_the_plateau_a_capped_storage_shows():
+    # The host bed's capped storage: one client at 80 % of the cap, 2 to 8 at it, the 8
+    # client point 4 % low on a busy machine. One spare degree of freedom cannot reject
+    # Amdahl's plateau; without it the USL alone bends down through the dip and its band
+    # at 12 clients lies below the plateau 12 clients then measure.
+    plateau = 5.6e6
+    shape = {1: 0.8, 2: 1.0, 4: 1.0, 8: 0.96}
+    points = {n: [plateau * f * (1 + e) for e in (-0.01, 0.0, 0.01)] for n, f in shape.items()}
+    verdict = assess(points, resamples=100)
+    assert verdict.projects, verdict.reason
+    assert verdict.band is not None and verdict.band.models == ("usl", "amdahl")
+    band = verdict.band.throughput(12)
+    assert band.lower < 0.96 * plateau < plateau <= band.upper

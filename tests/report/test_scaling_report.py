@@ -3,6 +3,8 @@ verdict, the HTML page (its tables and its figure), the JUnit properties."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from ckptgate.checks.scaling import SweepPlan, SweepPoint, SweepResult
@@ -65,3 +67,73 @@ def test_junit_properties_carry_the_projection() -> None:
     assert pairs["projection.word"] == "projected-fail"
     assert pairs["projection.write.word"] == "projected-fail"
     assert float(pairs["projection.write.upper"]) < 40 * GB
+
+
+def ranks_section() -> dict:
+    """Two node counts, each at 1, 2, 4, 8 ranks per node (a node's client peaking near 7),
+    and the projection of the run's 8 ranks per node."""
+    plan = SweepPlan((1, 2), (1, 2, 4, 8), 2, 8)
+    result = SweepResult(plan, cluster_nodes=64)
+    for n in plan.node_counts:
+        for r in plan.ranks_per_node:
+            for repeat, wobble in enumerate((0.99, 1.01), start=1):
+                rate = n * float(usl(r, 1 * GB, 0.1, 0.02)) * wobble
+                result.points.append(
+                    SweepPoint(n, r, repeat, n * r * GB, rate, n * r * GB, rate, 64 * n * r,
+                               100.0 * n * r * wobble, 2 * n * r * GB)
+                )  # fmt: skip
+    return result.section()
+
+
+def test_a_saved_scaling_section_round_trips_typed(tmp_path) -> None:
+    """The ``scaling`` section written to a file reads back as the schema's typed tree, field
+    by field (issue 24 item 3): the HTML reads it by attribute."""
+    import dataclasses
+    import json
+
+    from ckptgate.report.saved import load_report
+    from ckptgate.report.schema import ReportSchemaError, ScalingPlan
+
+    section = sweep_section()
+    section["ranks"] = ranks_section()["ranks"]
+    report = GateReport(meta={"profile": "tmpfs", "target": "/dev/shm", "nodes": 8})
+    report.section("scaling", section)
+    path = tmp_path / "run.json"
+    report.write_json(str(path))
+    saved = load_report(path).scaling
+    assert saved is not None
+    assert saved.plan == ScalingPlan((1, 2, 4, 8), (4,), 3, 4)
+    assert saved.cluster_nodes == 64 and saved.words == section["words"]
+    assert [dataclasses.asdict(p) for p in saved.points] == section["points"]
+    assert [dataclasses.asdict(s) for s in saved.summary] == section["summary"]
+    assert saved.verified_bytes == section["verified_bytes"]
+    projection, written = saved.projection, section["projection"]
+    assert projection is not None
+    assert (projection.word, projection.line) == (written["word"], written["line"])
+    (item,) = projection.items
+    (raw,) = written["items"]
+    for name in ("metric", "word", "reason", "required", "lower", "estimate", "upper"):
+        assert getattr(item, name) == raw[name], name
+    assert item.fit == json.loads(json.dumps(raw["fit"]))
+    assert [dataclasses.asdict(c) for c in item.curve] == raw["curve"]
+    curves = saved.ranks.curves
+    assert [(c.nodes, c.metric) for c in curves] == [
+        (n, m) for n in (1, 2) for m in ("write", "read", "create")
+    ]
+    assert curves[0].fit is not None and math.isclose(curves[0].fit.sigma, 0.1, rel_tol=0.05)
+    assert saved.ranks.meaning == section["ranks"]["meaning"]
+
+    data = json.loads(path.read_text())
+    data["scaling"]["projection"]["word"] = "qualified"
+    refused = r"key 'scaling.projection.word': found 'qualified'"
+    with pytest.raises(ReportSchemaError, match=refused):
+        load_saved(data, "run.json")
+
+
+def test_the_html_page_shows_the_ranks_per_node_curves() -> None:
+    page = render_report(load_saved({**saved_run(), "scaling": ranks_section()}, "run.json"))
+    assert "<h3>Ranks per node</h3>" in page
+    assert "never projected" in page
+    assert "peak at 6.7 ranks per node" in page
+    if figures.available():
+        assert 'data-figure="scaling-ranks"' in page
