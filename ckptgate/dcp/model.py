@@ -22,7 +22,7 @@ The parameter count follows SPEC.md's rule: token embedding and a separate outpu
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import astuple, dataclass, fields
 from typing import Any
 
@@ -199,8 +199,10 @@ def build_state(
     layout: str = "rows",
     fill: bool = True,
     seed: int = 0,
+    on_bytes: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Build the checkpoint's state dict for this rank.
+    """Build the checkpoint's state dict for this rank (``on_bytes`` gets each local block's
+    bytes as it is made: the build's live progress).
 
     With a DeviceMesh, every tensor is a DTensor (``Shard(0)`` for ``layout="rows"``;
     ``Shard(1)`` for 2-D tensors with ``layout="cols"``), built from this rank's block only, so
@@ -228,6 +230,8 @@ def build_state(
             local = torch.empty(local_shape, dtype=entry.dtype)
         value = local if placements is None else to_dtensor(local, mesh, placements, entry.shape)
         set_path(state, entry.path, value)
+        if on_bytes is not None:
+            on_bytes(local.numel() * local.element_size())
     for fqn in fqns:
         # torch.optim.Adam keeps step as a 0-dim fp32 tensor; not sharded, saved once.
         step = torch.tensor(float(TRAIN_STEP) if fill else 0.0, dtype=torch.float32)
