@@ -177,6 +177,11 @@ class LiveProgress:
             return
         self._show(self._line(mine), run, final=False)
 
+    def heard(self) -> None:
+        """Something else was printed (pytest's own progress): the silence starts again."""
+        with self._lock:
+            self._quiet_since = self.clock()
+
     def tick(self, activity: str, since_s: float, write: Callable[[str], bool]) -> bool:
         """The parent's own work, outside any rank pool's run (collecting, a fixture's set-up
         between runs, the cleanup at the end): once the display has been silent for
