@@ -128,7 +128,13 @@ class DcpRanks:
         try:
             if self._joined:
                 self._joined = []
-                self.pool.run(leave_task, [{}] * self.world_size, LEAVE_TIMEOUT_S, self.names)
+                self.pool.run(
+                    leave_task,
+                    [{}] * self.world_size,
+                    LEAVE_TIMEOUT_S,
+                    self.names,
+                    expect=Expected("DCP leave"),
+                )
         except RankFailure:
             pass  # the pool has stopped them already
         finally:
