@@ -78,6 +78,7 @@ def step_build(
     ctx.arch = m.architecture_from(architecture)
     ctx.bytes_per_parameter = bytes_per_parameter
     ctx.seed = seed
+    ctx.counter.expect(m.local_state_bytes(ctx.arch, bytes_per_parameter, ctx.mesh, layout))
     ctx.start()
     t0 = time.monotonic()
     ctx.state = m.build_state(
