@@ -115,12 +115,13 @@ def reader_pool(campaign: WriteCampaign) -> RankPool | None:
 
 
 def reader_sampler(ranks: ProgressSampler | None) -> ProgressSampler | None:
-    """The readers' own sampler (their pool runs beside the ranks', on another thread): it
-    feeds the same live display as the ranks' sampler ``ranks``, so the readers show their
-    bytes, rate and ``done in``; none where the ranks have none (no live display)."""
+    """The readers' own sampler (their pool runs beside the ranks', on another thread): a
+    companion of the ranks' sampler ``ranks``, so the readers show their bytes, rate and
+    ``done in`` on the same live display and their series are saved in the JSON report's
+    ``bandwidth_series`` beside the writers'; none where the ranks have none."""
     if ranks is None:
         return None
-    return ProgressSampler(ranks.node, on_sample=ranks.on_sample)
+    return ranks.companion()
 
 
 @contextmanager

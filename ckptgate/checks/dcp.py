@@ -61,7 +61,7 @@ def run_dcp_check(ctx: CheckContext) -> DcpRun | None:
     directory = target.new_local_dir(f"dcp-{node}")
     config = DcpConfig.from_spec(profile.dcp, profile.model.bytes_per_parameter, directory)
     try:
-        result = run_dcp(config)
+        result = run_dcp(config, sampler=ctx.pool.sampler)
     finally:
         target.claim_tree(directory, writer=Writer.DCP)
     suite_write = None

@@ -38,7 +38,8 @@ from typing import Any
 from ckptgate.dcp import worker as w
 from ckptgate.dcp.ranks import STEP_TIMEOUT_S, DcpRanks
 from ckptgate.dcp.records import mismatches, span_s
-from ckptgate.sizing.dcp_plan import KNOWN_BYTES_PER_PARAMETER
+from ckptgate.engine.sampler import Expected, ProgressSampler
+from ckptgate.sizing.dcp_plan import KNOWN_BYTES_PER_PARAMETER, dcp_save_layout
 
 CHECKPOINTER_TYPES = ("thread", "process")
 
@@ -210,10 +211,18 @@ def run_dcp(
     ranks: DcpRanks | None = None,
     check_corruption: bool = True,
     loads: bool = True,
+    sampler: ProgressSampler | None = None,
 ) -> DcpResult:
-    """Run every DCP step for ``cfg`` in ``ranks`` (started here and closed at the end when not
-    given) and return the measurements. ``loads=False`` keeps only the sync save and its
-    measurement plus the async saves (a quick bytes-per-parameter check)."""
+    """Run every DCP step for ``cfg`` in ``ranks`` (started here, with ``sampler`` for the
+    live progress, and closed at the end when not given) and return the measurements.
+    ``loads=False`` keeps only the sync save and its measurement plus the async saves (a
+    quick bytes-per-parameter check).
+
+    The live line's totals: the sync save's each rank's bytes as DCP's planner replayed
+    plans them (``sizing.dcp_plan``, within 2 % of a real save), the async saves' the sync
+    save's files as measured (the same state, the same plan), a load's what each rank's read
+    plan holds and then the blocks it verifies (the ranks report it:
+    ``ckptgate.dcp.counting``)."""
     from ckptgate.dcp import model as m
 
     arch = m.architecture_from(cfg.architecture)
@@ -222,7 +231,7 @@ def run_dcp(
     timings: dict[str, float] = {}
     own = ranks is None
     t_run = time.monotonic()
-    pool = DcpRanks(cfg.world_size) if ranks is None else ranks
+    pool = DcpRanks(cfg.world_size, sampler=sampler) if ranks is None else ranks
     if pool.world_size != cfg.world_size:
         raise ValueError(f"ranks has {pool.world_size} ranks, config asks {cfg.world_size}")
     timings["start_ranks_s"] = time.monotonic() - t_run
@@ -237,11 +246,19 @@ def run_dcp(
         )
         timings["build_s"] = time.monotonic() - t0
         sync_dir = os.path.join(cfg.target_dir, "sync")
+        planned = dcp_save_layout(
+            arch, cfg.bytes_per_parameter, cfg.world_size, cfg.thread_count, "fsdp"
+        )
         saved = pool.run(
-            w.step_save, cfg.step_timeout_s, path=sync_dir, thread_count=cfg.thread_count
+            w.step_save,
+            cfg.step_timeout_s,
+            expect=Expected("DCP save", planned.per_rank_bytes),
+            path=sync_dir,
+            thread_count=cfg.thread_count,
         )
         files = measure_files(sync_dir)
-        async_runs = [_async_save(pool, cfg, kind) for kind in cfg.async_types]
+        rank_bytes = tuple(sum(b) for b in per_rank_file_bytes(files, cfg.world_size))
+        async_runs = [_async_save(pool, cfg, kind, rank_bytes) for kind in cfg.async_types]
         primary = next((a for a in async_runs if a.checkpointer == cfg.checkpointer), None)
         checked = _loads(pool, cfg, sync_dir, primary, check_corruption) if loads else None
         pool.run(w.step_release)
@@ -275,7 +292,7 @@ def run_dcp(
         overhead_bytes=bytes_on_disk - k * parameters,
         files=len(files),
         file_list=tuple(files),
-        per_rank_bytes=tuple(sum(b) for b in per_rank_file_bytes(files, cfg.world_size)),
+        per_rank_bytes=rank_bytes,
         verified=checked is not None and not checked.mismatches,
         mismatches=checked.mismatches if checked else (),
         corruption_detected=checked.detected if checked else None,
@@ -284,9 +301,12 @@ def run_dcp(
     )
 
 
-def _async_save(pool: DcpRanks, cfg: DcpConfig, kind: str) -> AsyncTiming:
+def _async_save(
+    pool: DcpRanks, cfg: DcpConfig, kind: str, rank_bytes: tuple[int, ...]
+) -> AsyncTiming:
     """One ``dcp.async_save`` with checkpointer ``kind``, timed: its blocking part and its
-    completion from the common barrier."""
+    completion from the common barrier (``rank_bytes``: each rank's files, for the live
+    line)."""
     first = None
     if kind == "process":
         # The first process-based save spawns a checkpoint process per rank (torch import,
@@ -295,6 +315,7 @@ def _async_save(pool: DcpRanks, cfg: DcpConfig, kind: str) -> AsyncTiming:
         warm = pool.run(
             w.step_async_save,
             cfg.step_timeout_s,
+            expect=Expected(f"DCP async save ({kind}, first)", rank_bytes),
             path=os.path.join(cfg.target_dir, "async-process-warmup"),
             thread_count=cfg.thread_count,
             checkpointer=kind,
@@ -303,6 +324,7 @@ def _async_save(pool: DcpRanks, cfg: DcpConfig, kind: str) -> AsyncTiming:
     res = pool.run(
         w.step_async_save,
         cfg.step_timeout_s,
+        expect=Expected(f"DCP async save ({kind})", rank_bytes),
         path=os.path.join(cfg.target_dir, f"async-{kind}"),
         thread_count=cfg.thread_count,
         checkpointer=kind,
@@ -347,17 +369,34 @@ def _loads(
 
     timeout_s = cfg.step_timeout_s
     source = os.path.join(cfg.target_dir, f"async-{cfg.checkpointer}") if primary else sync_dir
-    same = pool.run(w.step_load, timeout_s, path=source, layout="rows")
-    resharded = pool.run(
-        w.step_load, timeout_s, path=sync_dir, layout="cols", ranks=_reshard_ranks(cfg)
+    same = pool.run(
+        w.step_load, timeout_s, expect=Expected("DCP load and verify"), path=source, layout="rows"
     )
-    single = pool.run(w.step_single_load, timeout_s, path=sync_dir)
+    resharded = pool.run(
+        w.step_load,
+        timeout_s,
+        expect=Expected("DCP resharded load and verify"),
+        path=sync_dir,
+        layout="cols",
+        ranks=_reshard_ranks(cfg),
+    )
+    single = pool.run(
+        w.step_single_load,
+        timeout_s,
+        expect=Expected("DCP single-process load and verify"),
+        path=sync_dir,
+    )
     detected: bool | None = None
     detail = ""
     if check_corruption:
         flipped = flip_byte(sync_dir)
         try:
-            res = pool.run(w.step_single_load, timeout_s, path=sync_dir)
+            res = pool.run(
+                w.step_single_load,
+                timeout_s,
+                expect=Expected("DCP load and verify, a byte flipped"),
+                path=sync_dir,
+            )
         finally:
             restore_byte(flipped)
         caught = mismatches(res)

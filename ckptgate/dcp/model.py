@@ -21,8 +21,9 @@ The parameter count follows SPEC.md's rule: token embedding and a separate outpu
 
 from __future__ import annotations
 
+import math
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import astuple, dataclass, fields
 from typing import Any
 
@@ -192,6 +193,31 @@ def get_path(state: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return node
 
 
+def _local_blocks(
+    arch: Architecture, bytes_per_parameter: int, mesh: Any | None, layout: str
+) -> Iterator[tuple[TensorEntry, tuple[int, ...], tuple[int, ...], list[Any] | None]]:
+    """Each tensor of the state with this rank's block of it: (entry, local shape, global
+    offset, DTensor placements or None for a plain full tensor)."""
+    for entry in tensor_entries(arch, bytes_per_parameter):
+        if mesh is None or layout == "replicated":
+            yield entry, entry.shape, (0,) * len(entry.shape), None
+        else:
+            placements = placements_for(entry.shape, layout)
+            local_shape, offset = local_block(entry.shape, mesh, placements)
+            yield entry, local_shape, offset, placements
+
+
+def local_state_bytes(
+    arch: Architecture, bytes_per_parameter: int, mesh: Any | None = None, layout: str = "rows"
+) -> int:
+    """The bytes ``build_state`` makes on this rank (its blocks of every tensor, not the
+    0-dim steps), without making them: the build's total for the live line."""
+    return sum(
+        math.prod(shape) * entry.dtype.itemsize
+        for entry, shape, _, _ in _local_blocks(arch, bytes_per_parameter, mesh, layout)
+    )
+
+
 def build_state(
     arch: Architecture,
     bytes_per_parameter: int,
@@ -199,8 +225,10 @@ def build_state(
     layout: str = "rows",
     fill: bool = True,
     seed: int = 0,
+    on_bytes: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Build the checkpoint's state dict for this rank.
+    """Build the checkpoint's state dict for this rank (``on_bytes`` gets each local block's
+    bytes as it is made: the build's live progress).
 
     With a DeviceMesh, every tensor is a DTensor (``Shard(0)`` for ``layout="rows"``;
     ``Shard(1)`` for 2-D tensors with ``layout="cols"``), built from this rank's block only, so
@@ -214,20 +242,18 @@ def build_state(
     """
     state: dict[str, Any] = {}
     fqns = list(parameter_shapes(arch))
-    for entry in tensor_entries(arch, bytes_per_parameter):
+    for entry, local_shape, offset, placements in _local_blocks(
+        arch, bytes_per_parameter, mesh, layout
+    ):
         tseed = tensor_seed(entry.kind, entry.fqn, seed)
-        if mesh is None or layout == "replicated":
-            local_shape, offset = entry.shape, (0,) * len(entry.shape)
-            placements = None
-        else:
-            placements = placements_for(entry.shape, layout)
-            local_shape, offset = local_block(entry.shape, mesh, placements)
         if fill:
             local = expected_block(tseed, entry.shape, offset, local_shape, entry.dtype)
         else:
             local = torch.empty(local_shape, dtype=entry.dtype)
         value = local if placements is None else to_dtensor(local, mesh, placements, entry.shape)
         set_path(state, entry.path, value)
+        if on_bytes is not None:
+            on_bytes(local.numel() * local.element_size())
     for fqn in fqns:
         # torch.optim.Adam keeps step as a 0-dim fp32 tensor; not sharded, saved once.
         step = torch.tensor(float(TRAIN_STEP) if fill else 0.0, dtype=torch.float32)

@@ -18,6 +18,7 @@ from typing import Any
 from ckptgate.dcp.records import DcpStep
 from ckptgate.dcp.worker import Step, join_task, leave_task, step_task
 from ckptgate.engine.pool import RankFailure, RankPool
+from ckptgate.engine.sampler import Expected, ProgressSampler
 
 JOIN_TIMEOUT_S = 120.0
 """How long the ranks may take to import torch and join the gloo group."""
@@ -41,14 +42,23 @@ class DcpRanks:
     """W local DCP ranks on gloo over loopback, started once, serving steps.
 
     Use as a context manager; ``close()`` stops exactly the processes it started.
+    ``sampler``: the session's (``engine.sampler.ProgressSampler``): the steps' bytes reach the
+    live line and the bandwidth series as the write burst's do (the steps run one at a time,
+    never beside another pool's run).
     """
 
-    def __init__(self, world_size: int, start_timeout_s: float = JOIN_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        world_size: int,
+        start_timeout_s: float = JOIN_TIMEOUT_S,
+        sampler: ProgressSampler | None = None,
+    ) -> None:
         self.world_size = world_size
         self.start_timeout_s = start_timeout_s
         self.names = [f"DCP rank {r}" for r in range(world_size)]
         # Not daemonic: process-based async save starts a child process in every rank.
         self.pool = RankPool(world_size, daemon=False, collective=True)
+        self.pool.sampler = sampler
         self._joined: list[int] = []
         try:
             self._join()
@@ -81,23 +91,32 @@ class DcpRanks:
         step: Step,
         timeout_s: float = STEP_TIMEOUT_S,
         per_rank: Sequence[Mapping[str, Any]] | None = None,
+        expect: Expected | None = None,
         **kwargs: Any,
     ) -> list[DcpStep]:
         """Run one step (a ``ckptgate.dcp.worker`` ``step_*`` function) on every rank
         (``kwargs`` for all, ``per_rank[r]`` added for rank r) within ``timeout_s``; return
-        the per-rank records in rank order."""
+        the per-rank records in rank order. ``expect``: the live line's phase and each rank's
+        bytes (default ``DCP <step>``, totals as the ranks report them)."""
         self._join()
         each = [
             {"step": step, **kwargs, **(per_rank[r] if per_rank else {})}
             for r in range(self.world_size)
         ]
-        return self._call(step_task, step.__name__.removeprefix("step_"), timeout_s, each)
+        name = step.__name__.removeprefix("step_")
+        return self._call(step_task, name, timeout_s, each, expect)
 
     def _call(
-        self, task: Any, name: str, timeout_s: float, kwargs: Sequence[dict[str, Any]]
+        self,
+        task: Any,
+        name: str,
+        timeout_s: float,
+        kwargs: Sequence[dict[str, Any]],
+        expect: Expected | None = None,
     ) -> list[DcpStep]:
+        phase = expect or Expected(f"DCP {name}")
         try:
-            return self.pool.run(task, kwargs, timeout_s, self.names)
+            return self.pool.run(task, kwargs, timeout_s, self.names, expect=phase)
         except RankFailure as failure:
             self._joined = []
             raise DcpRankFailure(
@@ -109,7 +128,13 @@ class DcpRanks:
         try:
             if self._joined:
                 self._joined = []
-                self.pool.run(leave_task, [{}] * self.world_size, LEAVE_TIMEOUT_S, self.names)
+                self.pool.run(
+                    leave_task,
+                    [{}] * self.world_size,
+                    LEAVE_TIMEOUT_S,
+                    self.names,
+                    expect=Expected("DCP leave"),
+                )
         except RankFailure:
             pass  # the pool has stopped them already
         finally:

@@ -10,6 +10,7 @@ whatever block this rank holds under whatever sharding, and compares bit for bit
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,13 +43,31 @@ def _local_and_offset(value: Any, shape: tuple[int, ...]) -> tuple[torch.Tensor,
     return value, (0,) * len(shape)
 
 
+def verified_bytes(state: dict[str, Any], arch: m.Architecture, bytes_per_parameter: int) -> int:
+    """The bytes ``verify_state`` compares in ``state`` (this rank's blocks of every tensor it
+    holds): what a load step adds to its read plan's total for the live line."""
+    total = 0
+    for entry in m.tensor_entries(arch, bytes_per_parameter):
+        try:
+            local, _ = _local_and_offset(m.get_path(state, entry.path), entry.shape)
+        except KeyError:
+            continue
+        total += local.numel() * local.element_size()
+    return total
+
+
 def verify_state(
-    state: dict[str, Any], arch: m.Architecture, bytes_per_parameter: int, seed: int = 0
+    state: dict[str, Any],
+    arch: m.Architecture,
+    bytes_per_parameter: int,
+    seed: int = 0,
+    on_bytes: Callable[[int], None] | None = None,
 ) -> list[Mismatch]:
     """Compare every tensor of a loaded state dict (this rank's blocks) with the expected bits.
 
     Returns the mismatches (empty when everything verified); the first differing element is
     named by its global index so a corrupted byte can be traced to its place in the tensor.
+    ``on_bytes`` gets each compared block's bytes (the step's live progress).
     """
     bad: list[Mismatch] = []
     for entry in m.tensor_entries(arch, bytes_per_parameter):
@@ -67,6 +86,8 @@ def verify_state(
         # hide nothing here but bitwise is the honest statement of "exact".
         a = local.contiguous().view(torch.int16 if entry.dtype == torch.bfloat16 else torch.int32)
         b = expected.view(a.dtype)
+        if on_bytes is not None:
+            on_bytes(local.numel() * local.element_size())
         if not torch.equal(a, b):
             diff = (a != b).nonzero()
             first = tuple(int(i) + o for i, o in zip(diff[0].tolist(), offset, strict=True))

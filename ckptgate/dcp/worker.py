@@ -30,9 +30,15 @@ from ckptgate.engine.pool import RankContext
 Step = Callable[..., DcpStep]
 
 
+def _no_start() -> None:
+    return None
+
+
 @dataclass
 class DcpRankState:
-    """What a rank keeps between steps: its identity, mesh and the built state."""
+    """What a rank keeps between steps: its identity, mesh and the built state; and, for the
+    step under way, how it meets the others at the pool's common start (``start``, called once
+    its timed part begins) and where it counts its bytes (``counter``)."""
 
     rank: int
     world_size: int
@@ -42,11 +48,17 @@ class DcpRankState:
     bytes_per_parameter: int = 0
     seed: int = 0
     groups: dict[int, Any] = field(default_factory=dict)
+    start: Callable[[], object] = _no_start
+    counter: Any = None
+    """The step's ``ckptgate.dcp.counting.ByteCounter`` (None outside a step)."""
 
 
-def _barrier(group: Any = None) -> float:
+def _barrier(ctx: DcpRankState, group: Any = None) -> float:
+    """The timed part begins: the pool's common start (the live line's clock), then DCP's
+    own barrier (the measurement's)."""
     import torch.distributed as dist
 
+    ctx.start()
     dist.barrier(group=group)
     return time.monotonic()
 
@@ -66,8 +78,12 @@ def step_build(
     ctx.arch = m.architecture_from(architecture)
     ctx.bytes_per_parameter = bytes_per_parameter
     ctx.seed = seed
+    ctx.counter.expect(m.local_state_bytes(ctx.arch, bytes_per_parameter, ctx.mesh, layout))
+    ctx.start()
     t0 = time.monotonic()
-    ctx.state = m.build_state(ctx.arch, bytes_per_parameter, ctx.mesh, layout, True, seed)
+    ctx.state = m.build_state(
+        ctx.arch, bytes_per_parameter, ctx.mesh, layout, True, seed, on_bytes=ctx.counter.add
+    )
     local_bytes = sum(
         t.to_local().numel() * t.to_local().element_size()
         for t in _tensors(ctx.state)
@@ -83,11 +99,12 @@ def _tensors(obj: Any) -> list[Any]:
 
 
 def step_save(ctx: DcpRankState, path: str, thread_count: int) -> DcpStep:
-    """Synchronous ``dcp.save`` with FileSystemWriter(sync_files=True), timed from a barrier."""
+    """Synchronous ``dcp.save`` with FileSystemWriter(sync_files=True), timed from a barrier;
+    its files count their bytes as they are written (``counting.CountingFileSystem``)."""
     import torch.distributed.checkpoint as dcp
 
-    writer = dcp.FileSystemWriter(path, sync_files=True, thread_count=thread_count)
-    start = _barrier()
+    writer = _writer(path, thread_count)
+    start = _barrier(ctx)
     dcp.save(ctx.state, storage_writer=writer)
     end = time.monotonic()
     return DcpStep(ctx.rank, start_s=start, end_s=end)
@@ -102,15 +119,38 @@ def step_async_save(ctx: DcpRankState, path: str, thread_count: int, checkpointe
         AsyncSaveResponse,
     )
 
+    from ckptgate.dcp.counting import wait_polling_files
+
     kind = AsyncCheckpointerType(checkpointer)
-    writer = dcp.FileSystemWriter(path, sync_files=True, thread_count=thread_count)
-    start = _barrier()
+    writer = _writer(path, thread_count)
+    start = _barrier(ctx)
     response = dcp.async_save(ctx.state, storage_writer=writer, async_checkpointer_type=kind)
     returned = time.monotonic()
     future = response.upload_completion if isinstance(response, AsyncSaveResponse) else response
-    future.result()
+    if kind == AsyncCheckpointerType.PROCESS:  # torch's own process writes: no counting stream
+        wait_polling_files(future, path, ctx.rank, ctx.counter)
+    else:
+        future.result()
     completed = time.monotonic()
     return DcpStep(ctx.rank, start_s=start, end_s=completed, returned_s=returned)
+
+
+def _writer(path: str, thread_count: int) -> Any:
+    """DCP's FileSystemWriter (fsync on), its data files counted as they are written."""
+    import torch.distributed.checkpoint as dcp
+
+    from ckptgate.dcp.counting import CountingFileSystem
+
+    writer = dcp.FileSystemWriter(path, sync_files=True, thread_count=thread_count)
+    writer.fs = CountingFileSystem()
+    return writer
+
+
+def _reader(path: str) -> Any:
+    """DCP's FileSystemReader, reporting its read plan's bytes and each item as it is read."""
+    from ckptgate.dcp.counting import CountingReader
+
+    return CountingReader(path)
 
 
 def _group_of(ctx: DcpRankState, ranks: int) -> Any:
@@ -134,18 +174,20 @@ def step_load(
     from torch.distributed.device_mesh import DeviceMesh
 
     from ckptgate.dcp import model as m
-    from ckptgate.dcp.verify import verify_state
+    from ckptgate.dcp.verify import verified_bytes, verify_state
 
     ranks = ctx.world_size if ranks is None else ranks
     group = _group_of(ctx, ranks)
     if ctx.rank >= ranks:
+        ctx.start()  # the members meet at the common start: every rank of the pool must
         return DcpStep(ctx.rank, member=False)
     mesh = ctx.mesh if group is None else DeviceMesh.from_group(group, "cpu")
     target = m.build_state(ctx.arch, ctx.bytes_per_parameter, mesh, layout, False, ctx.seed)
-    start = _barrier(group)
-    dcp.load(target, storage_reader=dcp.FileSystemReader(path), process_group=group)
+    ctx.counter.more_bytes = verified_bytes(target, ctx.arch, ctx.bytes_per_parameter)
+    start = _barrier(ctx, group)
+    dcp.load(target, storage_reader=_reader(path), process_group=group)
     end = time.monotonic()
-    bad = verify_state(target, ctx.arch, ctx.bytes_per_parameter, ctx.seed)
+    bad = verify_state(target, ctx.arch, ctx.bytes_per_parameter, ctx.seed, ctx.counter.add)
     verify_end = time.monotonic()
     return DcpStep(
         ctx.rank,
@@ -162,18 +204,21 @@ def step_single_load(ctx: DcpRankState, path: str) -> DcpStep:
     import torch.distributed.checkpoint as dcp
 
     from ckptgate.dcp import model as m
-    from ckptgate.dcp.verify import verify_state
+    from ckptgate.dcp.verify import verified_bytes, verify_state
 
     if ctx.rank != 0:
+        ctx.start()
         return DcpStep(ctx.rank, member=False)
     target = m.build_state(ctx.arch, ctx.bytes_per_parameter, None, "rows", False, ctx.seed)
+    ctx.counter.more_bytes = verified_bytes(target, ctx.arch, ctx.bytes_per_parameter)
+    ctx.start()
     start = time.monotonic()
     with warnings.catch_warnings():
         # DCP warns that it assumes a single process; that is the point of this step.
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        dcp.load(target, storage_reader=dcp.FileSystemReader(path), no_dist=True)
+        dcp.load(target, storage_reader=_reader(path), no_dist=True)
     end = time.monotonic()
-    bad = verify_state(target, ctx.arch, ctx.bytes_per_parameter, ctx.seed)
+    bad = verify_state(target, ctx.arch, ctx.bytes_per_parameter, ctx.seed, ctx.counter.add)
     return DcpStep(ctx.rank, start_s=start, end_s=end, mismatches=tuple(str(b) for b in bad))
 
 
@@ -211,12 +256,13 @@ def join_task(ctx: RankContext, *, port: int, world_size: int, torch_threads: in
         LOCAL_WORLD_SIZE=str(world_size),
         GLOO_SOCKET_IFNAME="lo",
     )
+    ctx.progress(phase="join", path=f"127.0.0.1:{port}")
+    ctx.start()  # the live line times the join (torch's import, the group) from here
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
     torch.set_num_threads(torch_threads)
-    ctx.progress(phase="join", path=f"127.0.0.1:{port}")
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
     _STATE = DcpRankState(rank, world_size, init_device_mesh("cpu", (world_size,)))
     return DcpStep(rank)
@@ -236,8 +282,21 @@ def leave_task(ctx: RankContext) -> DcpStep:
 
 def step_task(ctx: RankContext, *, step: Step, **kwargs: Any) -> DcpStep:
     """Rank task: run one DCP ``step`` on this rank's state. The step's name and path are its
-    progress (DCP reports none inside a save), so a rank past the deadline is named in it."""
-    if _STATE is None:
+    phase and file (a rank past the deadline is named in them); its bytes are counted as DCP
+    writes or reads them (``ckptgate.dcp.counting``), into the slot the live line reads.
+
+    A step that calls ``state.start`` (the pool's common start, where its timed part begins)
+    must have every rank call it once, members of a smaller group or not: the pool releases
+    the ranks when all are ready."""
+    from ckptgate.dcp.counting import counting
+
+    state = _STATE
+    if state is None:
         raise RuntimeError(f"DCP rank {ctx.local_rank} has not joined the process group")
     ctx.progress(phase=step.__name__.removeprefix("step_"), path=str(kwargs.get("path", "")))
-    return step(_STATE, **kwargs)
+    with counting(ctx.progress) as counter:
+        state.start, state.counter = ctx.start, counter
+        try:
+            return step(state, **kwargs)
+        finally:
+            state.start, state.counter = _no_start, None

@@ -17,13 +17,18 @@ to one beat before its end.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 SAMPLE_INTERVAL_S = 0.5
 """How often the series samples the slots (the watch loop polls every ``POLL_S``, 0.2 s)."""
 MAX_SAMPLES = 2048
 """Samples per series before it is halved and its interval doubled."""
+TOTAL_BYTES = 3
+"""Where a slot's ``values`` hold the bytes its task says it will move (0: it said nothing;
+``RankContext.progress(total_bytes=...)``): a task that learns its total only once it runs (a
+DCP load plans its reads inside ``dcp.load``) gives the ETA that way, where ``Expected`` has
+no bytes."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,20 @@ class ProgressSampler:
         self._mine: Series | None = None
         self._theirs: dict[int, Series] = {}
 
+    def companion(self) -> ProgressSampler:
+        """A sampler for a pool whose runs go on beside this one's (the dataloader readers',
+        on another thread): it feeds the same display, and its series go into this
+        sampler's ``series``, so the JSON report holds them with every other run's. Its runs'
+        phases must be its own (``nth`` counts each sampler's runs apart)."""
+        other = ProgressSampler(
+            self.node,
+            interval_s=self.interval_s,
+            max_samples=self.max_samples,
+            on_sample=self.on_sample,
+        )
+        other.series = self.series  # list.append holds the GIL: two threads may add
+        return other
+
     def begin(
         self, expected: Expected, slots: Sequence[Any], labels: Sequence[str], now: float
     ) -> None:
@@ -234,11 +253,20 @@ class ProgressSampler:
                 if len(series.t_s) > self.max_samples:
                     series.halve()
 
-    def _snapshot(self, now: float, running: bool) -> NodeProgress:
+    def _totals(self) -> Expected:
+        """The run's totals: the parent's ``Expected``, or, where it names no bytes, what the
+        ranks reported into their slots (``TOTAL_BYTES``) once any did."""
         expected = self._expected
+        if expected.rank_bytes:
+            return expected
+        reported = tuple(int(slot.values[TOTAL_BYTES]) for slot in self._slots)
+        return replace(expected, rank_bytes=reported) if any(reported) else expected
+
+    def _snapshot(self, now: float, running: bool) -> NodeProgress:
+        expected = self._totals()
         done_bytes = [int(slot.values[1]) for slot in self._slots]
         done_files = [int(slot.values[2]) for slot in self._slots]
-        slowest, fraction = self._slowest(done_bytes, done_files)
+        slowest, fraction = self._slowest(expected, done_bytes, done_files)
         released = self._released_at
         progress = NodeProgress(
             node=self.node,
@@ -260,11 +288,12 @@ class ProgressSampler:
             self.on_sample(progress)
         return progress
 
-    def _slowest(self, done_bytes: list[int], done_files: list[int]) -> tuple[str, float | None]:
+    def _slowest(
+        self, expected: Expected, done_bytes: list[int], done_files: list[int]
+    ) -> tuple[str, float | None]:
         """The rank furthest behind: least of its own bytes (or files) done."""
         if not done_bytes:
             return "", None
-        expected = self._expected
         if len(expected.rank_bytes) == len(done_bytes) and expected.total_bytes:
             done, totals = done_bytes, expected.rank_bytes
         elif len(expected.rank_files) == len(done_files) and expected.total_files:

@@ -8,8 +8,9 @@ readback) then shows the one under way, so that no stretch of a run passes witho
 phase is timed from when its run began on this node (the ranks may prepare before the common
 start: such a line says so). On a terminal the line is redrawn in place every
 ``tty_every_s``; in a batch log (not a tty) a new line is written every ``batch_every_s``;
-either way a phase that printed writes its last line, ``done in ...``, when it ends. The line
-reads
+either way a phase that printed writes its last line, ``done in ...``, when it ends. Between
+runs, the parent's own work (collection, a fixture's set-up, the cleanup) is named by ``tick``
+after the same silence. The line reads
 
     ckptgate: write burst  1.20 GB / 4.00 GB (30.0%)  610 MB/s  ETA 4.59 s  slowest node 1
     global rank 3 (21.0%)  [2 nodes, 16 ranks]
@@ -76,6 +77,13 @@ def progress_line(parts: Sequence[NodeProgress], since_begin_s: float | None = N
         left = total_files - done_files if total_files else 0
     # ETA before the slowest rank: a narrow terminal cuts the redrawn line from the right
     fields = [f"ckptgate: {first.phase}", amount, rate]
+    counted = bool(done_bytes or done_files or total_bytes or total_files)
+    if not counted:
+        # a task that counts nothing (DCP's ranks joining their group): "0 files" says less
+        # than nothing; its time says it is under way
+        fields = [fields[0]]
+        if first.running and first.released:
+            fields.append(f"{format_seconds(first.elapsed_s)} so far")
     if first.running and not first.released:
         fields.append(f"before the common start ({format_seconds(first.elapsed_s)})")
     elif first.running and left > 0 and per_s > 0:
@@ -97,7 +105,7 @@ def progress_line(parts: Sequence[NodeProgress], since_begin_s: float | None = N
         parts,
         key=lambda p: p.slowest_fraction if p.slowest_fraction is not None else 2.0,
     )
-    if slowest.slowest and first.running:  # at the end every rank is done
+    if slowest.slowest and first.running and counted:  # at the end every rank is done
         where = f"node {slowest.node} " if len(parts) > 1 else ""
         share = f" ({slowest.slowest_fraction:.1%})" if slowest.slowest_fraction is not None else ""
         fields.append(f"slowest {where}{slowest.slowest}{share}")
@@ -135,7 +143,7 @@ class LiveProgress:
         self.every_s = tty_every_s if tty else batch_every_s
         self.max_silence_s = max_silence_s
         self._runs: dict[tuple[str, int], _RunShown] = {}
-        self._quiet_since: float | None = None
+        self._quiet_since: float | None = clock()  # silent since the display began
         self._lock = threading.Lock()
 
     def update(self, mine: NodeProgress) -> None:
@@ -168,6 +176,31 @@ class LiveProgress:
         if not run.shown and age_s < self.show_after_s and too_soon:
             return
         self._show(self._line(mine), run, final=False)
+
+    def heard(self) -> None:
+        """Something else was printed (pytest's own progress): the silence starts again."""
+        with self._lock:
+            self._quiet_since = self.clock()
+
+    def tick(self, activity: str, since_s: float, write: Callable[[str], bool]) -> bool:
+        """The parent's own work, outside any rank pool's run (collecting, a fixture's set-up
+        between runs, the cleanup at the end): once the display has been silent for
+        ``max_silence_s``, a line naming ``activity`` and how long it has taken since
+        ``since_s`` (this display's clock), through ``write`` (a thread's: it may decline,
+        returning False). Nothing while a run is under way: its own line speaks. Returns
+        whether it printed."""
+        if not self.enabled:
+            return False
+        with self._lock:
+            now = self.clock()
+            if self._quiet_since is None:
+                self._quiet_since = now
+            if self._runs or now - self._quiet_since < self.max_silence_s:
+                return False
+            if not write(f"ckptgate: {activity}  {format_seconds(now - since_s)} so far"):
+                return False
+            self._quiet_since = self.clock()
+            return True
 
     def _line(self, mine: NodeProgress, since_begin_s: float | None = None) -> str:
         others = [

@@ -28,6 +28,7 @@ from ckptgate.dcp import worker as w
 from ckptgate.dcp.driver import DcpConfig, DcpResult, run_dcp
 from ckptgate.dcp.ranks import DcpRankFailure, DcpRanks
 from ckptgate.dcp.records import DcpStep
+from ckptgate.engine.sampler import NodeProgress, ProgressSampler
 from tests.dcp.rank_steps import step_die_on, step_hang_on
 
 # 20.5M parameters: big enough that DCP's fixed costs (the .metadata pickle, torch.save framing
@@ -41,9 +42,16 @@ K_TOLERANCE = 0.1
 
 
 @pytest.fixture(scope="module")
-def ranks() -> Iterator[DcpRanks]:
-    """Two DCP rank processes for the module; stopped (and only they) at the end."""
-    with DcpRanks(WORLD_SIZE) as pool:
+def recorded() -> list[NodeProgress]:
+    """Every progress snapshot the module's ranks' sampler took (the live line's input)."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def ranks(recorded: list[NodeProgress]) -> Iterator[DcpRanks]:
+    """Two DCP rank processes for the module, sampled as the session samples its ranks;
+    stopped (and only they) at the end."""
+    with DcpRanks(WORLD_SIZE, sampler=ProgressSampler(on_sample=recorded.append)) as pool:
         yield pool
 
 
@@ -206,3 +214,30 @@ def test_a_rank_that_hangs_is_named_at_the_deadline(doomed: DcpRanks) -> None:
     ) as failed:
         doomed.run(step_hang_on, timeout_s=20, rank=1)
     assert 1 in failed.value.hung
+
+
+def test_every_save_and_load_reports_its_bytes_to_the_live_progress(
+    full_run: DcpResult, recorded: list[NodeProgress], ranks: DcpRanks
+) -> None:
+    """Each DCP save and load reaches the sampler as the write burst does: released at a
+    common start, its bytes done against a total, ending at that total (a save: the bytes of
+    its files; a load: its ranks' read plans, then the blocks they verify); each has a
+    bandwidth series."""
+    ended = {p.phase: p for p in recorded if not p.running and p.nth == 0}
+    files = sum(full_run.per_rank_bytes)
+    saves = ["DCP save", "DCP async save (thread)", "DCP async save (process)"]
+    for phase in saves:
+        last = ended[phase]
+        assert last.released and last.bytes == files, (phase, last)
+        assert math.isclose(last.total_bytes, files, rel_tol=0.02), (phase, last)
+    loads = [f"DCP {load} and verify" for load in ("load", "resharded load", "single-process load")]
+    for phase in loads:  # read, then verified: more than the files hold
+        last = ended[phase]
+        assert last.released and last.bytes == last.total_bytes > files, (phase, last)
+    build = ended["DCP build"]
+    assert build.bytes == build.total_bytes > 0
+    sampler = ranks.pool.sampler
+    assert sampler is not None
+    series = {s.phase: s for s in sampler.series if s.nth == 0}
+    for phase in saves + loads:
+        assert series[phase].done_bytes[-1] == ended[phase].bytes, phase

@@ -9,8 +9,8 @@ import pytest
 
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import detail_as
-from ckptgate.engine.sampler import Expected, NodeProgress, ProgressSampler
-from ckptgate.report.live import LiveProgress
+from ckptgate.engine.sampler import TOTAL_BYTES, Expected, NodeProgress, ProgressSampler
+from ckptgate.report.live import LiveProgress, progress_line
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.write_burst import ShardFile, WriteDetail, run_write_burst
 
@@ -18,13 +18,15 @@ MiB = 2**20
 
 
 class FakeSlot:
-    """A rank's progress slot as the sampler reads it: counter, bytes, files."""
+    """A rank's progress slot as the sampler reads it: counter, bytes, files, own total."""
 
     def __init__(self) -> None:
-        self.values = [0.0, 0.0, 0.0]
+        self.values = [0.0, 0.0, 0.0, 0.0]
 
-    def report(self, nbytes: int = 0, files: int = 0) -> None:
+    def report(self, nbytes: int = 0, files: int = 0, total_bytes: int | None = None) -> None:
         self.values[1], self.values[2] = nbytes, files
+        if total_bytes is not None:
+            self.values[TOTAL_BYTES] = total_bytes
         self.values[0] += 1
 
 
@@ -85,6 +87,37 @@ def test_the_slowest_rank_is_the_one_least_through_its_own_total() -> None:
     assert latest.slowest == "global rank 1"
     assert latest.slowest_fraction == pytest.approx(0.2)
     assert (latest.bytes, latest.total_bytes, latest.elapsed_s) == (140, 500, 1.0)
+
+
+def test_totals_the_ranks_report_give_the_eta_where_the_parent_knew_none() -> None:
+    """A DCP load learns its bytes only once DCP has planned it, in the rank: the slot's
+    total then stands in for ``Expected``'s (the live line's percentage and ETA)."""
+    slots = [FakeSlot(), FakeSlot()]
+    sampler = ProgressSampler()
+    started(sampler, Expected("DCP load"), slots)
+    slots[0].report(10)
+    sampler.poll(101.0)
+    assert sampler.latest is not None and sampler.latest.total_bytes == 0  # none reported yet
+    slots[0].report(30, total_bytes=100)
+    slots[1].report(0, total_bytes=300)
+    sampler.poll(102.0)
+    latest = sampler.latest
+    assert (latest.bytes, latest.total_bytes) == (30, 400)
+    assert latest.slowest == "global rank 1" and latest.slowest_fraction == 0.0
+    line = progress_line([latest])
+    assert "30 B / 400 B (7.5%)" in line and "ETA 24.7 s" in line  # 370 B at 15 B/s
+
+
+def test_a_companion_sampler_feeds_the_same_display_and_the_same_series() -> None:
+    seen: list[NodeProgress] = []
+    ranks = ProgressSampler(on_sample=seen.append)
+    readers = ranks.companion()
+    slot = FakeSlot()
+    started(readers, Expected("dataloader readers"), [slot])
+    slot.report(5)
+    readers.end(101.0)
+    assert seen[-1].phase == "dataloader readers" and seen[-1].bytes == 5
+    assert [s["phase"] for s in ranks.series_json()] == ["dataloader readers"]
 
 
 def test_a_long_run_halves_its_series_and_doubles_the_interval() -> None:

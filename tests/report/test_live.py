@@ -103,6 +103,13 @@ def test_a_files_phase_counts_files() -> None:
     assert "ETA 6.00 s" in line
 
 
+def test_a_task_that_counts_nothing_shows_its_time_not_zero_files() -> None:
+    joining = snapshot(4.2, 0, phase="DCP join", total_bytes=0, total_files=0, ranks=2)
+    assert progress_line([joining]) == "ckptgate: DCP join  4.20 s so far  [2 ranks]"
+    ended = replace(joining, running=False)
+    assert progress_line([ended]) == "ckptgate: DCP join  done in 4.20 s  [2 ranks]"
+
+
 def test_a_batch_log_gets_a_line_every_few_seconds_and_the_last_one() -> None:
     live, out, clock = renderer(tty=False, batch_every_s=5.0, show_after_s=2.0)
     play(live, clock, 14.0)
@@ -149,6 +156,7 @@ def fake_config(verbosity: int, reporter: FakeReporter) -> Any:
     return SimpleNamespace(
         get_verbosity=lambda: verbosity,
         pluginmanager=SimpleNamespace(get_plugin=plugins.get),
+        stash=pytest.Stash(),
     )
 
 

@@ -142,4 +142,7 @@ def test_the_readers_report_their_bytes_to_a_sampler_and_end(
     assert seen and {p.phase for p in seen} == {"dataloader readers"}
     assert not seen[-1].running and seen[-1].released
     assert seen[-1].bytes == 6 * MiB and seen[-1].ranks == 2
+    # their series is saved with the ranks' (the JSON's bandwidth_series)
+    (series,) = [s for s in ranks.series_json() if s["phase"] == "dataloader readers"]
+    assert series["done_bytes"][-1] == 6 * MiB and series["node"] == 0
     assert reader_sampler(None) is None
