@@ -173,24 +173,32 @@ def test_a_manifest_append_that_hangs_is_bounded_and_names_the_target(tmp_path: 
         bed.release()
 
 
+def checklist_session(bed: FaultFS, tmp_path: Path, *options: str) -> tuple[int, str]:
+    """The checklist (2 ranks, a 3 s stall timeout) on the bed's mount, bounded by
+    ``SAFETY_S``: its exit status and output. Output to a file, and the wait for the process
+    itself: an abandoned rank (stuck in the kernel until the bed lets go) may hold a copy of a
+    pipe, but not the session."""
+    output = tmp_path / "pytest.out"
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--profile=tmpfs"]
+    argv += [f"--target={bed.mount}", "--set", "run.stall_timeout_s=3", "--ranks=2", *options]
+    argv += ["-m", "not dcp", "-q", "ckptgate/acceptance"]
+    with open(output, "w") as out:
+        session = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            status = session.wait(timeout=SAFETY_S)
+        except subprocess.TimeoutExpired:
+            session.kill()
+            session.wait()
+            pytest.fail(f"the session did not end within {SAFETY_S} s")
+    return status, output.read_text()
+
+
 def test_a_session_whose_manifest_cannot_be_written_ends_with_one_line(tmp_path: Path) -> None:
     """End to end: the manifest's first fsync hangs; the session refuses the target in one line
     naming it and the bound (the profile's stall timeout), and ends by itself."""
     with faultfs(tmp_path) as bed:
         bed.set_faults(Fault("fsync", "hang", path=MANIFEST, max_s=SAFETY_S))
-        output = tmp_path / "pytest.out"
-        argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--profile=tmpfs"]
-        argv += [f"--target={bed.mount}", "--set", "run.stall_timeout_s=3", "--ranks=2"]
-        argv += ["-m", "not dcp", "-q", "ckptgate/acceptance"]
-        with open(output, "w") as out:
-            session = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-            try:
-                status = session.wait(timeout=SAFETY_S)
-            except subprocess.TimeoutExpired:
-                session.kill()
-                session.wait()
-                pytest.fail(f"the session did not end within {SAFETY_S} s")
-        text = output.read_text()
+        status, text = checklist_session(bed, tmp_path)
         hangs = [hit for hit in bed.log() if hit.action == "hang"]
         bed.release()
     assert hangs, text[-3000:]
@@ -286,23 +294,9 @@ def test_the_session_ends_soon_after_a_hung_fsync(tmp_path: Path) -> None:
     with faultfs(tmp_path) as bed:
         bed.set_faults(Fault("fsync", "hang", path="*/write/step-1/__1_0.distcp", max_s=300))
         report = tmp_path / "report.json"
-        output = tmp_path / "pytest.out"
-        argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--profile=tmpfs"]
-        argv += [f"--target={bed.mount}", "--set", "run.stall_timeout_s=3", "--ranks=2"]
-        argv += [f"--report-json={report}", "-m", "not dcp", "-q", "ckptgate/acceptance"]
         started = time.monotonic()
-        # output to a file, and wait for the process itself: an abandoned rank (stuck in the
-        # kernel until the bed lets go) may hold a copy of a pipe, but not the session
-        with open(output, "w") as out:
-            session = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-            try:
-                status = session.wait(timeout=SAFETY_S)
-            except subprocess.TimeoutExpired:
-                session.kill()
-                session.wait()
-                pytest.fail(f"the session did not end within {SAFETY_S} s")
+        status, text = checklist_session(bed, tmp_path, f"--report-json={report}")
         elapsed_s = time.monotonic() - started
-        text = output.read_text()
         hangs = [hit for hit in bed.log() if hit.action == "hang"]
     assert status != 0, text[-3000:]
     assert hangs, text[-3000:]

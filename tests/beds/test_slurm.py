@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,8 +96,9 @@ def slurm() -> Iterator[SlurmBed]:
         yield made
 
 
-def test_srun_launches_one_qualified_run_over_every_node(slurm: SlurmBed, tmp_path: Path) -> None:
-    report = tmp_path / "report.json"
+def srun_qualified(slurm: SlurmBed, report: Path, timeout_s: float = 400) -> dict[str, Any]:
+    """The README's launch line over the bed's three nodes; asserts one qualified report over
+    every node and nothing left on the target; the report."""
     argv = [CKPTGATE, "run", "--profile=tmpfs", f"--target={slurm.target}"]
     result = subprocess.run(
         slurm.srun_command([*argv, f"--report-json={report}", *QUALIFYING], nodes=3),
@@ -104,10 +106,10 @@ def test_srun_launches_one_qualified_run_over_every_node(slurm: SlurmBed, tmp_pa
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=timeout_s,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    data = json.loads(report.read_text())
+    data: dict[str, Any] = json.loads(report.read_text())
     assert data["verdict"]["status"] == "qualified", data["verdict"]["line"]
     assert "3 of 3 nodes (100 % of the cluster), 6 of 6 ranks" in data["verdict"]["line"]
     assert (data["nodes"], data["ranks"]) == (3, 6)
@@ -116,6 +118,11 @@ def test_srun_launches_one_qualified_run_over_every_node(slurm: SlurmBed, tmp_pa
     assert writers == readers == {"node0", "node1", "node2"}
     assert result.stdout.count("VERDICT qualified") == 1  # one report, from node 0
     assert run_dirs(slurm) == []
+    return data
+
+
+def test_srun_launches_one_qualified_run_over_every_node(slurm: SlurmBed, tmp_path: Path) -> None:
+    srun_qualified(slurm, tmp_path / "report.json")
 
 
 def test_the_shipped_sbatch_script_runs_the_checklist(slurm: SlurmBed, tmp_path: Path) -> None:
