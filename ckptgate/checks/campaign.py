@@ -203,13 +203,14 @@ class WriteCampaign:
         finally:
             self.drop_latest()
 
-    def drop_latest(self) -> None:
-        """Remove the last checkpoint's files and its ``.metadata`` (untimed)."""
+    def drop_latest(self, *, failing: bool = False) -> None:
+        """Remove the last checkpoint's files and its ``.metadata`` (untimed); ``failing``:
+        after a failed round, where a refused removal is listed, not raised."""
         if self.latest_commit:
-            self.ctx.target.remove_files([f.path for f in self.latest_commit])
+            self.ctx.target.remove_files([f.path for f in self.latest_commit], failing=failing)
             self.latest_commit = []
         if self.latest:
-            self.ctx.target.remove_files([s.path for s in self.latest])
+            self.ctx.target.remove_files([s.path for s in self.latest], failing=failing)
             self.latest = []
 
     def prepare_round(self) -> list[ShardFile]:
@@ -245,14 +246,13 @@ class WriteCampaign:
             # interrupt they may still be writing; the session's cleanup removes the files
             # once the ranks are stopped.
             self.failure = f"write round {self._step}: {error}"
-            left = len(self.ctx.target.left_behind)
-            self.drop_latest()  # bounded: a hung target keeps its files, listed
-            kept = self.ctx.target.left_behind[left:]
+            target = self.ctx.target
+            left, refused = len(target.left_behind), len(target.removal.failed)
+            self.drop_latest(failing=True)  # bounded: a hung target keeps its files, listed
+            kept = target.left_behind[left:] + target.removal.failed[refused:]
             if kept:
-                self.failure += (
-                    f"; {len(kept)} file(s) could not be removed (the target hung: "
-                    f"{self.ctx.target.hung})"
-                )
+                why = f"the target hung: {target.hung}" if target.hung else "the target refused"
+                self.failure += f"; {len(kept)} file(s) could not be removed ({why})"
                 raise RankFailure(self.failure, error.ranks, error.hung, error.abandoned) from None
             raise
         self.bursts.append(burst)

@@ -52,15 +52,17 @@ class Removal:
     def _leave(self, paths: list[str]) -> None:
         self.left_behind.extend(p for p in paths if p not in self.left_behind)
 
-    def remove_files(self, paths: list[str] | tuple[str, ...]) -> int:
+    def remove_files(self, paths: list[str] | tuple[str, ...], *, failing: bool = False) -> int:
         """Remove registered files that exist; returns how many were removed.
 
         A path that does not exist stays registered: a rank still running may yet create it,
         and the final cleanup, after the ranks have stopped, tries again. Each removal is
         bounded (``ckptgate.storage.janitor``); when one hangs, it and the rest are moved to
-        ``left_behind`` and not tried again.
+        ``left_behind`` and not tried again. ``failing``: the caller is already failing (a
+        round's files removed after its ranks failed): a refused removal is kept in ``failed``
+        instead of raised, so the failure told stays the first one.
         """
-        removed = self._remove(paths)
+        removed = self._remove(paths, end=failing)
         if self.run.manifest is not None:
             with suppress_hung():  # the removal stands; the target's hung state says why
                 self.run.manifest.removed(sorted(removed))

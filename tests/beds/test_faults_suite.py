@@ -233,6 +233,26 @@ def test_a_refused_removal_at_the_end_is_listed_and_keeps_the_manifest(
     target.close()
 
 
+def test_a_failed_round_whose_files_cannot_be_removed_keeps_its_first_failure(
+    tmp_path: Path,
+) -> None:
+    """A write fails, and removing the round's files fails too (RGW gone: both refused): the
+    check names the write and lists what stayed; the removal's error once replaced the
+    write's failure with a bare OSError."""
+    with faultfs(tmp_path) as bed:
+        bed.set_faults(
+            Fault("write", "error", path="*/write/step-1/__1_0.distcp", errno="EIO"),
+            Fault("unlink", "error", path="*/write/step-1/*", errno="EIO"),
+        )
+        status, text = checklist_session(bed, tmp_path)
+        bed.set_faults()
+    assert status == 1, text[-3000:]
+    assert "RankFailure: write round 1: " in text, text[-3000:]
+    assert "global rank 1" in text and "Errno 5" in text, text[-3000:]
+    assert "could not be removed (the target refused)" in text, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+
+
 def test_corruption_on_read_names_the_file_and_offset(bed: FaultFS, target: Target) -> None:
     files = shards(Path(target.new_dir("w")))
     offset = 2 * TRANSFER_BYTES + 12345
