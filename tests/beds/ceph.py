@@ -57,6 +57,7 @@ import secrets
 import signal
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -98,6 +99,9 @@ DATA_POOLS = {"replicated": 2, "single": 1, "first": 1}
 """The file system's data pools and their replica counts (the first is the default); ``first``
 lies on osd.0 alone (CRUSH rule ``on-first``: device class ``first``), ``single`` on every OSD,
 so the two hold the same data on one server and on all of them."""
+LAGGY_S = 20.0
+"""How long a PG may stay ``laggy`` in :meth:`CephBed.wait_healthy` before its primary is
+marked down to peer again."""
 START_S = 120.0
 """Each step of the start (the mon's quorum, every OSD up, the MDS active, the mount, RGW)
 must finish within this: generous, for a busy 2-core machine; a normal start takes 20-40 s."""
@@ -267,6 +271,9 @@ class CephBed:
     def wait_healthy(self, timeout_s: float = 3 * START_S) -> None:
         """Every OSD up and every PG active+clean (recovery done), bounded."""
 
+        laggy_since: dict[str, float] = {}
+        repeered: set[int] = set()
+
         def clean() -> bool:
             if len(self.osds_up()) != self.osds:
                 return False
@@ -274,12 +281,29 @@ class CephBed:
             assert isinstance(status, dict)
             states = status["pg_summary"]["num_pg_by_state"]
             total = status["pg_summary"]["num_pgs"]
+            if any("laggy" in s["name"] for s in states):
+                self._repeer_laggy(laggy_since, repeered)
             return sum(s["num"] for s in states if s["name"] == "active+clean") == total
 
         try:
             _wait(clean, timeout_s, "every PG active+clean")
         except RuntimeError as error:
             raise RuntimeError(f"{error}: {self.ceph('pg', 'stat').strip()}") from None
+
+    def _repeer_laggy(self, laggy_since: dict[str, float], repeered: set[int]) -> None:
+        """A PG recreated empty on a size-1 pool can stay ``laggy`` (its read lease never
+        renewed, client ops "waiting for readable") for minutes: once one has been laggy for
+        ``LAGGY_S``, mark its primary down, as an operator would, so it peers again (once per
+        OSD per wait)."""
+        listed = self.ceph_json("pg", "ls", "laggy")
+        assert isinstance(listed, dict)
+        now = time.monotonic()
+        for pg in listed.get("pg_stats", []):
+            since = laggy_since.setdefault(pg["pgid"], now)
+            primary = int(pg["acting_primary"])
+            if now - since > LAGGY_S and primary not in repeered:
+                repeered.add(primary)
+                self.ceph("osd", "down", str(primary))
 
     def recreate_lost_pgs(self, pool: str) -> list[str]:
         """Recreate ``pool``'s PGs that no live OSD holds (stale: their only OSD came back
@@ -338,10 +362,13 @@ class CephBed:
             client, ["python3", "-c", setxattr, path, pool], timeout_s=60
         ).check_returncode()
 
-    def _mounted(self, client: str) -> bool:
-        """Whether anything is mounted at the mount point on ``client`` (read from mountinfo)."""
+    def _fuse_mounted(self, client: str) -> bool:
+        """Whether a FUSE mount is at the mount point on ``client`` (read from mountinfo)."""
         done = self.hosts.run(client, ["cat", "/proc/self/mountinfo"])
-        return any(line.split()[4] == self.mount_point for line in done.stdout.splitlines())
+        return any(
+            line.split()[4] == self.mount_point and line.split(" - ")[1].startswith("fuse")
+            for line in done.stdout.splitlines()
+        )
 
     def fuse_connection(self, client: str) -> int:
         """The FUSE connection number of ``client``'s mount (its device minor), read from
@@ -367,8 +394,9 @@ class CephBed:
         self._kill(name)
         host = self.hosts.hosts[client]
         # From mountinfo, never a call on the mount: an aborted FUSE mount stays mounted, and
-        # answers every call (mountpoint's stat too) with ENOTCONN until it is unmounted.
-        while self._mounted(client):
+        # answers every call (mountpoint's stat too) with ENOTCONN until it is unmounted. Only
+        # the FUSE mount goes: the bed's read-only underlay stays beneath it.
+        while self._fuse_mounted(client):
             _sh([*host.nsenter(), "umount", "-l", self.mount_point])
         sessions = self.ceph_json("tell", "mds.a", "session", "ls")
         assert isinstance(sessions, list)
@@ -422,7 +450,13 @@ def _client_mount(bed: CephBed, host: Host) -> None:
             for line in done.stdout.splitlines()
         )
 
-    _wait(mounted, START_S, f"ceph-fuse mounted on {host.name}")
+    try:
+        _wait(mounted, START_S, f"ceph-fuse mounted on {host.name}")
+    except RuntimeError as error:
+        logs = [bed.state / "log" / f"fuse.{host.name}.out"]
+        logs += sorted((bed.state / "log").glob(f"client.fuse.{host.name}*.log"))
+        tails = [p.read_text(errors="replace")[-1500:] for p in logs if p.exists()]
+        raise RuntimeError(f"{error}; its logs end:\n" + "\n".join(tails)) from None
 
 
 def _start_cluster(bed: CephBed) -> None:
