@@ -194,14 +194,20 @@ class WriteCampaign:
         """Verify the last checkpoint's files (untimed), then remove them, as retention would."""
         if not self.latest:
             return
+        failed = False
         try:
             if self.failure is None:
                 self.verify(self.latest)
         except RankFailure as error:
+            failed = True
             self.failure = f"verifying write round {self._step}: {error}"
             raise
         finally:
-            self.drop_latest()
+            try:  # after a failed verify a refused removal is listed: the failure is its own
+                self.drop_latest(failing=failed)
+            except OSError as error:
+                self.failure = f"removing write round {self._step}: {type(error).__name__}: {error}"
+                raise RankFailure(self.failure, []) from None
 
     def drop_latest(self, *, failing: bool = False) -> None:
         """Remove the last checkpoint's files and its ``.metadata`` (untimed); ``failing``:
