@@ -201,7 +201,7 @@ class WriteCampaign:
         except RankFailure as error:
             failed = True
             self.failure = f"verifying write round {self._step}: {error}"
-            raise
+            raise RankFailure(self.failure, error.ranks, error.hung, error.abandoned) from None
         finally:
             try:  # after a failed verify a refused removal is listed: the failure is its own
                 self.drop_latest(failing=failed)
@@ -259,8 +259,8 @@ class WriteCampaign:
             if kept:
                 why = f"the target hung: {target.hung}" if target.hung else "the target refused"
                 self.failure += f"; {len(kept)} file(s) could not be removed ({why})"
-                raise RankFailure(self.failure, error.ranks, error.hung, error.abandoned) from None
-            raise
+            # the round named in what the check says, with the ranks the failure names
+            raise RankFailure(self.failure, error.ranks, error.hung, error.abandoned) from None
         self.bursts.append(burst)
         return burst
 

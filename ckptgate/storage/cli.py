@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from ckptgate.storage.clean import clean_run
 from ckptgate.storage.lease import FORCE_STALE_AFTER_S, LEASE_FRESH_S
-from ckptgate.storage.manifest import ManifestError
+from ckptgate.storage.manifest import ManifestDamaged, ManifestError
 from ckptgate.storage.runs import find_runs, judge_run
 from ckptgate.storage.verify import Problem, verify_run
 
@@ -65,6 +65,12 @@ def verify_main(argv: Sequence[str]) -> int:
 
     try:
         report = verify_run(args.run_dir, on_problem=show)
+    except ManifestDamaged as error:
+        print(
+            f"ckptgate verify {args.run_dir}: FAILED: {error}: the run's own record of what it "
+            "wrote did not survive, so nothing in it can be vouched for"
+        )
+        return 1
     except ManifestError as error:
         print(
             f"ckptgate verify: {error} (a run kept with --keep holds one per node)",

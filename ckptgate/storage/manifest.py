@@ -73,6 +73,11 @@ class ManifestError(Exception):
     """A manifest cannot be read; the message is one line naming the file."""
 
 
+class ManifestDamaged(ManifestError):
+    """A manifest whose bytes are not what the run wrote (a line that is not JSON before its
+    last, NUL bytes where an OSD's loss left zeros): the storage's failure, not the user's."""
+
+
 @dataclass(frozen=True)
 class FileStamp:
     """What recomputes a stamped file's bytes: byte ``i`` of the file is byte
@@ -359,11 +364,14 @@ def parse_manifest(path: str, lines: Iterable[bytes]) -> Manifest:
     for number, raw in enumerate(pending, start=1):
         try:
             record = json.loads(raw)
-        except json.JSONDecodeError:
-            if number == len(pending) and not raw.endswith(b"\n") and manifest is not None:
+        except ValueError:  # JSONDecodeError, or UnicodeDecodeError for bytes no JSON holds
+            zeros = not raw.strip(b"\x00\n")
+            torn = number == len(pending) and not raw.endswith(b"\n") and not zeros
+            if torn and manifest is not None:
                 manifest.torn = True
                 break
-            raise ManifestError(f"{path}: line {number} is not JSON") from None
+            why = " (NUL bytes: the storage returned zeros where the run wrote it)" if zeros else ""
+            raise ManifestDamaged(f"{path}: line {number} is not JSON{why}") from None
         kind = record.get("kind") if isinstance(record, dict) else None
         if manifest is None:
             if kind != "run":

@@ -18,6 +18,7 @@ from ckptgate.storage.clean import clean_run
 from ckptgate.storage.lease import FORCE_STALE_AFTER_S, LEASE_FRESH_S, LeaseKeeper, read_lease
 from ckptgate.storage.manifest import (
     FileStamp,
+    ManifestDamaged,
     ProcessId,
     Writer,
     lease_name,
@@ -354,3 +355,27 @@ def test_cleanup_removes_the_manifest_and_the_lease(tmp_path: Path) -> None:
     target.start_lease()
     report = target.cleanup()
     assert report.left == [] and list(tmp_path.iterdir()) == []
+
+
+def test_a_manifest_the_storage_zeroed_fails_verify_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An OSD of an unreplicated pool lost the manifest's object: it reads back as NUL bytes.
+    verify says the run's record is gone (exit 1: the storage failed), not a traceback (json
+    took the NULs for UTF-32 and raised UnicodeDecodeError)."""
+    run_dir = _dead_run(tmp_path)
+    part = run_dir / manifest_name(0)
+    part.write_bytes(b"\x00" * part.stat().st_size)
+    assert main(["verify", str(run_dir)]) == 1
+    out = capsys.readouterr().out
+    assert f"ckptgate verify {run_dir}: FAILED: {part}: line 1 is not JSON (NUL bytes" in out
+    assert "nothing in it can be vouched for" in out
+
+
+def test_a_line_that_is_not_json_before_the_last_is_damage(tmp_path: Path) -> None:
+    run_dir = _dead_run(tmp_path)
+    part = run_dir / manifest_name(0)
+    lines = part.read_bytes().splitlines(keepends=True)
+    part.write_bytes(lines[0] + b"\xff\xfe garbage\n" + b"".join(lines[1:]))
+    with pytest.raises(ManifestDamaged, match="line 2 is not JSON"):
+        read_manifest(str(part))
