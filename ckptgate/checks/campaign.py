@@ -220,8 +220,17 @@ class WriteCampaign:
             self.latest = []
 
     def prepare_round(self) -> list[ShardFile]:
-        """Untimed: retire the previous checkpoint, make the next step's directory, register."""
+        """Untimed: retire the previous checkpoint, make the next step's directory, register.
+        A call on the target that fails here (its directory, its registration) fails the
+        campaign as this round's preparation, named, so the checks after it say what failed."""
         self._check_failed()
+        try:
+            return self._prepare_round()
+        except OSError as error:
+            self.failure = f"preparing write round {self._step}: {type(error).__name__}: {error}"
+            raise RankFailure(self.failure, []) from None
+
+    def _prepare_round(self) -> list[ShardFile]:
         target = self.ctx.target
         if self._step == 0:
             target.new_dir("write")

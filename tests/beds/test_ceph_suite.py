@@ -257,8 +257,9 @@ def test_radosgw_stopped_mid_upload_is_named_and_leaves_no_partial_object(
     print(out[-3000:])
     assert code != 0
     assert "Traceback" not in out
-    # the round named (its write, its verify or its removal), not a bare OSError
-    assert re.search(r"RankFailure: (verifying |removing )?write round \d+", out), out[-4000:]
+    # the round named (its preparation, write, verify or removal), not a bare OSError
+    phase = r"RankFailure: (preparing |verifying |removing )?write round \d+"
+    assert re.search(phase, out), out[-4000:]
     listing = "print(json.dumps(fs.find(sys.argv[2], detail=True), default=str))"
     left = json.loads(s3_call(ceph, listing, bucket))
     sizes = registered_sizes(ceph, bucket, left)

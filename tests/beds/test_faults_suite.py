@@ -253,6 +253,20 @@ def test_a_failed_round_whose_files_cannot_be_removed_keeps_its_first_failure(
     assert "Traceback" not in text, text[-3000:]
 
 
+def test_a_round_whose_directory_cannot_be_made_fails_as_its_preparation(tmp_path: Path) -> None:
+    """The target refuses the next round's directory (RGW gone between rounds): the write check
+    fails naming that round's preparation, and the checks that need it say so; the refusal was
+    a bare OSError in every later check, each preparing a round again."""
+    with faultfs(tmp_path) as bed:
+        bed.set_faults(Fault("mkdir", "error", path="*/write/step-2", errno="EIO"))
+        status, text = checklist_session(bed, tmp_path)
+        bed.set_faults()
+    assert status == 1, text[-3000:]
+    assert "RankFailure: preparing write round 2: OSError: [Errno 5]" in text, text[-3000:]
+    assert "not measured: what it needs failed in test_write_burst_rounds" in text, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+
+
 def test_corruption_on_read_names_the_file_and_offset(bed: FaultFS, target: Target) -> None:
     files = shards(Path(target.new_dir("w")))
     offset = 2 * TRANSFER_BYTES + 12345
