@@ -133,19 +133,21 @@ def _bare_side(target: Target, settings: LoopSettings) -> Callable[[str], Figure
         t2 = clock()
         for path in paths:
             unlink(path)
+        t3 = clock()
         # a buffer per file made just before, as the suite's task makes its stamped payloads
         # before its start: the same bytes in memory either side, not one buffer kept hot
         payloads = [secrets.token_bytes(WRITE_BYTES) for _ in paths]
-        t3 = clock()
+        t4 = clock()
         for path, payload in zip(paths, payloads, strict=True):
             fd = open_(path, _CREATE_FLAGS, _MODE)
             write(fd, payload)
             fsync(fd)
             close(fd)
-        t4 = clock()
+        t5 = clock()
         target.remove_files(paths)
+        # the payloads' making (t3 to t4) is in neither span: it was in the unlink's
         spans = {"create": t1 - t0, "stat": t2 - t1, "unlink": t3 - t2}
-        spans["create-write-fsync"] = t4 - t3
+        spans["create-write-fsync"] = t5 - t4
         return {loop: _rate(n, spans[loop]) for loop in LOOPS}
 
     return bare
