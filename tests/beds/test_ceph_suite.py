@@ -14,6 +14,7 @@ real timeout here is a generous safety net.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -163,8 +164,24 @@ def run_dirs(bed: CephBed, under: str = "") -> list[Path]:
     return sorted(bed.client_path(CLIENT, under).glob("ckptgate-*"))
 
 
-def reached(bed: CephBed, step: str, under: str = "") -> Callable[[], bool]:
-    return lambda: bool(list(bed.client_path(CLIENT, under).glob(f"ckptgate-*/write/{step}")))
+def reached(bed: CephBed, step: str, under: str = "", min_bytes: int = 0) -> Callable[[], bool]:
+    """Whether the run's ``write/<step>`` exists (``step`` a glob) and, with ``min_bytes``, one
+    such directory's files hold that many bytes at least."""
+
+    def found() -> bool:
+        steps = list(bed.client_path(CLIENT, under).glob(f"ckptgate-*/write/{step}"))
+        if not min_bytes:
+            return bool(steps)
+        for directory in steps:
+            held = 0
+            with contextlib.suppress(OSError):  # a round is retired as we look
+                for path in directory.iterdir():
+                    held += path.stat().st_size
+            if held >= min_bytes:
+                return True
+        return False
+
+    return found
 
 
 def on_client(bed: CephBed, path: Path) -> str:
@@ -306,7 +323,12 @@ def test_an_osd_lost_on_unreplicated_storage_is_bounded_and_verify_names_every_l
     ceph.layout_dir(CLIENT, single, "single")
     log = tmp_path / "run.log"
     job = start_on(ceph, suite(single, "--keep", *FAULT_RUN, WRITE_BURST), log)
-    wait_for_step(job, reached(ceph, "step-2", "single"), "write/step-2")
+    # 64 MiB of the round written first: 16 RADOS objects, so that some lie on osd.1 (each PG
+    # of the size-1 pool is on one OSD) and its loss takes data, not just a round's start.
+    later = "step-[2-9]*"  # any round after the first (rounds replace each other)
+    wait_for_step(
+        job, reached(ceph, later, "single", 64 << 20), "64 MiB in a round after the first"
+    )
     ceph.kill_osd(1)  # memstore: what osd.1 held is gone
     code, out = ends(job, log)  # writers hang in the kernel on osd.1's PGs: the run still ends
     print(out[-3000:])
