@@ -194,7 +194,7 @@ class WriteCampaign:
         """Verify the last checkpoint's files (untimed), then remove them, as retention would."""
         if not self.latest:
             return
-        failed = False
+        failed = interrupted = False
         try:
             if self.failure is None:
                 self.verify(self.latest)
@@ -202,12 +202,18 @@ class WriteCampaign:
             failed = True
             self.failure = f"verifying write round {self._step}: {error}"
             raise RankFailure(self.failure, error.ranks, error.hung, error.abandoned) from None
+        except BaseException:  # Ctrl-C or SIGTERM: what the run tells stays the interrupt
+            interrupted = True
+            raise
         finally:
             try:  # after a failed verify a refused removal is listed: the failure is its own
-                self.drop_latest(failing=failed)
+                self.drop_latest(failing=failed or interrupted)
             except OSError as error:
-                self.failure = f"removing write round {self._step}: {type(error).__name__}: {error}"
-                raise RankFailure(self.failure, []) from None
+                if not interrupted:  # interrupted, the files stay registered for the cleanup
+                    self.failure = (
+                        f"removing write round {self._step}: {type(error).__name__}: {error}"
+                    )
+                    raise RankFailure(self.failure, []) from None
 
     def drop_latest(self, *, failing: bool = False) -> None:
         """Remove the last checkpoint's files and its ``.metadata`` (untimed); ``failing``:

@@ -16,6 +16,7 @@ nothing more tried on the manifest.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -23,6 +24,10 @@ from typing import Any, Protocol
 from ckptgate.storage.janitor import Janitor, TargetHung
 
 __all__ = ["BoundedAppend", "LocalAppender", "ManifestSink", "StoreRewrite"]
+
+_TAIL_BYTES = 1 << 20
+"""How far back a reopened part is searched for its last whole line (a line is one record,
+far below this)."""
 
 
 class ManifestSink(Protocol):
@@ -53,7 +58,29 @@ class LocalAppender:
         _fsync_dir(os.path.dirname(path))  # the part's directory entry is durable too
 
     def append(self, path: str, data: bytes) -> None:
-        self._write(self._fds[path], data)
+        fd = self._fds.get(path)
+        if fd is None:  # a new helper: the one that created the part died (SIGKILL, OOM)
+            fd = self._reopen(path)
+        self._write(fd, data)
+
+    def _reopen(self, path: str) -> int:
+        """Open a part an earlier helper created, to append; never creates one. A line the dead
+        helper left half written was never acknowledged (its call did not return): it is cut
+        back to the last whole line, so that the next line does not follow a torn one."""
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        try:
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, min(size, _TAIL_BYTES), max(size - _TAIL_BYTES, 0))
+            if tail and not tail.endswith(b"\n"):
+                cut = tail.rfind(b"\n")
+                if cut < 0:
+                    raise OSError(errno.EIO, f"no whole line in the last {len(tail)} bytes", path)
+                os.ftruncate(fd, size - len(tail) + cut + 1)
+        except OSError:
+            os.close(fd)
+            raise
+        self._fds[path] = fd
+        return fd
 
     def close(self, path: str) -> None:
         fd = self._fds.pop(path, None)

@@ -21,6 +21,7 @@ import multiprocessing as mp
 import multiprocessing.process
 import os
 import signal
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -66,12 +67,45 @@ class Outcome:
     hung: str | None = None
 
 
+SHIELDED = frozenset({signal.SIGINT, signal.SIGTERM})
+"""The signals a helper takes from its parent only (see ``shield_from_job_signals``)."""
+
+
+def shield_from_job_signals(parent_pid: int) -> None:
+    """Let SIGINT and SIGTERM end this helper only when its parent sends them.
+
+    A terminal's Ctrl-C goes to the whole foreground process group, and a batch scheduler's
+    cancel (Slurm's slurmstepd, by process tree or cgroup) to every process of the job: both
+    reach the helper as well as the session. The session unwinds and cleans up *through* the
+    helper, so a helper that died of the same signal took the cleanup's bounded calls, and the
+    manifest's open part, with it: a Slurm job ended by a node's failure recorded its last
+    removals into a fresh helper that had no descriptor, failed the round with a KeyError
+    instead of saying ``interrupted``, and left its run directory without a manifest. The
+    signals are blocked here and taken by a thread with ``sigwaitinfo``, which tells the
+    sender: the parent's (multiprocessing's exit terminates daemonic children with SIGTERM)
+    ends the helper, anyone else's is dropped. The lifeline ends it once the parent is gone,
+    and SIGKILL always does.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, SHIELDED)
+    # Started during cleanup, it inherits the session's deferred signals (ignored dispositions
+    # survive exec): a blocked signal is queued whatever its disposition, the default kept.
+    for signum in SHIELDED:
+        signal.signal(signum, signal.SIG_DFL)
+    threading.Thread(
+        target=_take_signals, args=(parent_pid,), name="ckptgate-shield", daemon=True
+    ).start()
+
+
+def _take_signals(parent_pid: int) -> None:
+    while True:
+        info = signal.sigwaitinfo(SHIELDED)
+        if info.si_pid == parent_pid:
+            os._exit(128 + info.si_signo)
+
+
 def _helper_main(conn: Connection, fs: Any, parent_pid: int, pdeathsig: bool) -> None:
     """The helper process: run each requested call, answer one line per path."""
-    # Started during cleanup, it inherits the session's deferred signals (ignored dispositions
-    # survive exec): restore the defaults, or the interpreter's exit could never end it.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_DFL)
+    shield_from_job_signals(parent_pid)  # before any other thread: they inherit the mask
     die_with_parent(parent_pid, pdeathsig=pdeathsig)
     while True:
         try:

@@ -1,0 +1,89 @@
+"""The session's helper processes (bounded calls, the manifest's appends) outlive the signals
+a terminal or a batch scheduler sends to every process of the job, and a manifest part
+survives the loss of the helper that held it open.
+
+A Slurm job ended by a node's failure: slurmstepd sent SIGTERM to every process of the step,
+the helpers died with the session, the session's cleanup recorded its removals into a fresh
+helper without the part's descriptor (``KeyError``), and the run failed a round instead of
+saying ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ckptgate.storage.appender import BoundedAppend, LocalAppender
+from ckptgate.storage.janitor import Janitor
+from ckptgate.storage.manifest import parse_manifest
+
+
+class _Probe:
+    """A filesystem for the helper whose one call says which process answered."""
+
+    def pid(self, path: str) -> int:
+        return os.getpid()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_the_helper_outlives_a_signal_sent_to_the_whole_job(signum: int) -> None:
+    janitor = Janitor(_Probe(), stall_s=30.0)
+    try:
+        helper = janitor.one("pid", "-")
+        # sent by another process (kill(1)), as slurmstepd or a terminal does
+        subprocess.run(["kill", f"-{signum}", str(helper)], check=True, timeout=30)
+        assert janitor.one("pid", "-") == helper  # the same helper answered: it lived
+    finally:
+        janitor.close()
+
+
+def test_the_parent_still_ends_its_helper_with_sigterm() -> None:
+    """multiprocessing's exit terminates daemonic children with SIGTERM and joins them: the
+    helper must end then, or the session's exit would wait for it forever."""
+    janitor = Janitor(_Probe(), stall_s=30.0)
+    try:
+        janitor.one("pid", "-")
+        process = janitor._process
+        assert process is not None
+        process.terminate()  # SIGTERM from the parent
+        process.join(30)
+        assert not process.is_alive()
+    finally:
+        janitor.close()
+
+
+def test_an_append_after_the_helper_died_continues_the_part(tmp_path: Path) -> None:
+    part = tmp_path / "part.jsonl"
+    sink = BoundedAppend(stall_s=30.0)
+    try:
+        sink.create(str(part), b'{"kind": "run"}\n')
+        process = sink.janitor._process
+        assert process is not None
+        os.kill(process.pid or 0, signal.SIGKILL)
+        process.join(30)
+        sink.append(str(part), b'{"kind": "dir", "path": "a"}\n')  # a fresh helper
+    finally:
+        sink.close(str(part))
+    assert part.read_bytes() == b'{"kind": "run"}\n{"kind": "dir", "path": "a"}\n'
+
+
+def test_a_line_the_dead_helper_left_torn_is_cut_before_the_next(tmp_path: Path) -> None:
+    part = tmp_path / "part.jsonl"
+    first = LocalAppender()
+    first.create(str(part), b'{"kind": "run", "nodes": 1}\n{"kind": "dir", "pa')  # torn
+    # a new helper's appender knows no descriptor: it reopens the part
+    LocalAppender().append(str(part), b'{"kind": "dir", "path": "b"}\n')
+    first.close(str(part))
+    data = part.read_bytes()
+    assert data == b'{"kind": "run", "nodes": 1}\n{"kind": "dir", "path": "b"}\n'
+    assert parse_manifest(str(part), data.splitlines(keepends=True)).dirs == ["b"]
+
+
+def test_a_reopen_never_creates_a_part(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        LocalAppender().append(str(tmp_path / "nobody.jsonl"), b"{}\n")
+    assert not (tmp_path / "nobody.jsonl").exists()
