@@ -130,9 +130,14 @@ class Removal:
         others = [d for d in run.dirs if d != run.run_dir]
         settled = not others or (directories and not run.owns_dirs)
         if self._files_removed and not self.left_behind and not self.failed and settled:
-            self._remove_meta()  # the manifest stays while anything it lists stays
-            if directories and run.run_dir in run.dirs:
-                self._rmdir([run.run_dir], report)
+            last = directories and run.run_dir in run.dirs
+            held = self._held_by_others() if last else []
+            if held:  # another node's part (a killed node) or a stranger's file: all stay
+                report.left.append(str(run.run_dir))
+            else:
+                self._remove_meta()  # the manifest stays while anything it lists stays
+                if last:
+                    self._rmdir([run.run_dir], report)
         report.unremovable = list(self.left_behind)
         report.failed = list(self.failed)
         report.hung = self.run.hung
@@ -149,6 +154,20 @@ class Removal:
         gone = set(outcome.done) | set(outcome.missing)  # missing: another node removed it
         self.run.dirs = [d for d in self.run.dirs if d not in gone]
 
+    def _held_by_others(self) -> list[str]:
+        """What the run directory holds besides this node's manifest part and lease (bounded;
+        on a hung target, or where it cannot be listed, nothing is assumed and the rmdir
+        after the manifest's removal tells). Node 0's part names the node count that
+        ``ckptgate clean`` reads the others by: it goes only with the directory."""
+        run_dir = self.run.run_dir
+        if run_dir is None:
+            return []
+        outcome = self.janitor.call("ls", [run_dir], detail=False)
+        listed = outcome.done.get(run_dir) or []
+        own = {_bare(p) for p in self.run.meta_files}
+        own |= {f"{p}.tmp" for p in own}  # the lease's temporary file
+        return [p for p in map(_bare, listed) if p not in own]
+
     def _remove_meta(self) -> None:
         """The manifest part and the lease, last of this node's files (bounded calls)."""
         run = self.run
@@ -159,3 +178,8 @@ class Removal:
             outcome = self.janitor.call("rm_file", list(run.meta_files))
             self._leave(outcome.left)
         run.meta_files = []
+
+
+def _bare(path: str) -> str:
+    """A listed path as the run registers it (fsspec may add or drop a protocol or a slash)."""
+    return "/" + path.split("://", 1)[-1].strip("/")

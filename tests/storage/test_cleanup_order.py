@@ -79,3 +79,22 @@ def test_another_nodes_manifest_goes_after_its_directory_phase(tmp_path: Path) -
     assert not Path(run_dir, ".ckptgate-manifest.node1.jsonl").exists()
     owner.cleanup(files=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_node_0_keeps_its_part_while_a_killed_nodes_part_stays(tmp_path: Path) -> None:
+    """CI's Slurm bed: node 0 removed its own files and its part, then found the run directory
+    not empty (a node still cleaning, or killed): the run directory stayed without node 0's
+    part, which names the node count ``ckptgate clean`` reads the other parts by."""
+    target, run_dir, _ = _run_with_a_step(tmp_path)
+    other = Path(run_dir, ".ckptgate-manifest.node1.jsonl")
+    other.write_bytes(b'{"kind": "run"}\n')
+    report = target.cleanup()
+    assert report.left == [run_dir]
+    assert Path(run_dir, ".ckptgate-manifest.node0.jsonl").exists()
+    assert other.exists()
+
+
+def test_with_only_its_own_part_left_node_0_removes_the_run_directory(tmp_path: Path) -> None:
+    target, _, _ = _run_with_a_step(tmp_path)
+    report = target.cleanup()
+    assert report.left == [] and list(tmp_path.iterdir()) == []
