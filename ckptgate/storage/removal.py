@@ -130,14 +130,13 @@ class Removal:
         others = [d for d in run.dirs if d != run.run_dir]
         settled = not others or (directories and not run.owns_dirs)
         if self._files_removed and not self.left_behind and not self.failed and settled:
-            last = directories and run.run_dir in run.dirs
-            held = self._held_by_others() if last else []
-            if held:  # another node's part (a killed node) or a stranger's file: all stay
-                report.left.append(str(run.run_dir))
+            last = run.run_dir if directories and run.run_dir in run.dirs else None
+            if last is not None and self._held_by_others():
+                report.left.append(last)  # a killed node's part, or a stranger's file: all stay
             else:
                 self._remove_meta()  # the manifest stays while anything it lists stays
-                if last:
-                    self._rmdir([run.run_dir], report)
+                if last is not None:
+                    self._rmdir([last], report)
         report.unremovable = list(self.left_behind)
         report.failed = list(self.failed)
         report.hung = self.run.hung
