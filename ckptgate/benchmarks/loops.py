@@ -42,7 +42,7 @@ from typing import Any
 from ckptgate.benchmarks.command import add_pair_options, run_in_directory
 from ckptgate.benchmarks.pairs import Comparison, Pair, render, timed_pairs
 from ckptgate.engine.interrupts import sigterm_unwinds
-from ckptgate.engine.pool import inline_context
+from ckptgate.engine.pool import FILES_DONE, inline_context
 from ckptgate.engine.records import RankResult
 from ckptgate.storage.manifest import Writer
 from ckptgate.storage.target import Target
@@ -57,6 +57,8 @@ LOOPS = ("create", "create-write-fsync", "stat", "unlink")
 
 PEER = "bare"
 """The other side's name in the tables: a bare ``os`` loop in the same process."""
+RECORDED = "bare-recorded"
+"""The bare loop with each operation's clock read and the files-done store (``--peer``)."""
 
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _MODE = 0o644  # the POSIX backend's FILE_MODE
@@ -153,15 +155,86 @@ def _bare_side(target: Target, settings: LoopSettings) -> Callable[[str], Figure
     return bare
 
 
-def compare_loops(target: Target, settings: LoopSettings) -> list[Comparison]:
-    """Every loop, suite against bare, from the same interleaved repeats."""
+def _recorded_side(target: Target, settings: LoopSettings) -> Callable[[str], Figures]:
+    """The bare loops plus what the report needs of every file and nothing else: one
+    ``perf_counter`` read after each call, appended to a list (each operation's latency, for
+    p50, p99 and max), and one files-done store per file into a real progress slot (the stall
+    watch's hung file). Python's floor for a loop that records every operation: the suite
+    against it is what the suite adds beyond the recording."""
+    n, clock = settings.files, time.perf_counter
+    open_, close, write, fsync, stat, unlink = (
+        os.open, os.close, os.write, os.fsync, os.stat, os.unlink
+    )  # fmt: skip
+    done = inline_context().files_done()
+
+    def recorded(tag: str) -> Figures:
+        directory = target.new_dir(f"{tag}-recorded")
+        paths = [f.path for f in storm_files(directory, n, n)]
+        target.register(paths, writer=Writer.BENCHMARK)
+        spans: dict[str, float] = {}
+        stamps: list[float] = []  # a list of its own per loop, as each rank task has
+        stamp = stamps.append
+        start = clock()
+        for i, path in enumerate(paths):
+            done[FILES_DONE] = i
+            fd = open_(path, _CREATE_FLAGS, _MODE)
+            stamp(clock())
+            close(fd)
+            stamp(clock())
+        spans["create"] = clock() - start
+        stamps = []
+        stamp = stamps.append
+        start = clock()
+        for i, path in enumerate(paths):
+            done[FILES_DONE] = i
+            stat(path)
+            stamp(clock())
+        spans["stat"] = clock() - start
+        stamps = []
+        stamp = stamps.append
+        start = clock()
+        for i, path in enumerate(paths):
+            done[FILES_DONE] = i
+            unlink(path)
+            stamp(clock())
+        spans["unlink"] = clock() - start
+        payloads = [secrets.token_bytes(WRITE_BYTES) for _ in paths]
+        stamps = []
+        stamp = stamps.append
+        start = clock()
+        for i, path in enumerate(paths):
+            done[FILES_DONE] = i
+            fd = open_(path, _CREATE_FLAGS, _MODE)
+            stamp(clock())
+            write(fd, payloads[i])
+            stamp(clock())
+            fsync(fd)
+            stamp(clock())
+            close(fd)
+            stamp(clock())
+        spans["create-write-fsync"] = clock() - start
+        target.remove_files(paths)
+        return {loop: _rate(n, spans[loop]) for loop in LOOPS}
+
+    return recorded
+
+
+PEERS: dict[str, Callable[[Target, LoopSettings], Callable[[str], Figures]]] = {
+    PEER: _bare_side,
+    RECORDED: _recorded_side,
+}
+"""``--peer``: what the suite's loops are held against."""
+
+
+def compare_loops(target: Target, settings: LoopSettings, peer: str = PEER) -> list[Comparison]:
+    """Every loop, suite against ``peer`` (``PEERS``), from the same interleaved repeats."""
     facts = {"target": target.url, "files": settings.files, "process": "one"}
     comparisons = {
-        loop: Comparison(loop, "files/s", dict(facts), target.facts.memory_backed, PEER)
+        loop: Comparison(loop, "files/s", dict(facts), target.facts.memory_backed, peer)
         for loop in LOOPS
     }
     suite = _suite_side(target, settings, secrets.randbits(63))
-    bare = _bare_side(target, settings)
+    bare = PEERS[peer](target, settings)
     for ours, theirs, first in timed_pairs(settings, "l", suite, bare):
         for loop, comparison in comparisons.items():
             (mine, my_detail), (their, their_detail) = ours[loop], theirs[loop]
@@ -205,6 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--files", type=int, default=defaults.files, metavar="N",
         help=f"files per loop (default: {defaults.files})",
     )  # fmt: skip
+    parser.add_argument(
+        "--peer", choices=sorted(PEERS), default=PEER,
+        help=f"'{PEER}': the system calls alone (default); '{RECORDED}': with the clock read "
+        "after each call and the files-done store per file that the report needs",
+    )  # fmt: skip
     add_pair_options(parser, defaults)
     parser.add_argument("--json", default=None, metavar="PATH", help="write the figures here")
     return parser
@@ -219,7 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(error))
     sigterm_unwinds()  # from the first instant: a cancel at any point removes what was made
     ran = run_in_directory(
-        args.target, "the loops benchmark", lambda target: compare_loops(target, settings)
+        args.target,
+        "the loops benchmark",
+        lambda target: compare_loops(target, settings, args.peer),
     )
     if isinstance(ran, int):
         return ran

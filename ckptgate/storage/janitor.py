@@ -168,6 +168,19 @@ class Janitor:
         if not paths:
             return outcome
         conn = self._start()
+        try:
+            return self._answers(conn, op, paths, kwargs, outcome)
+        except BaseException:
+            # Ctrl-C or SIGTERM between a request and its answers: the helper's answers to
+            # it would be read as the next request's (a removal counted done that was not).
+            # The helper goes (a manifest part is reopened by the next one); the caller's
+            # paths stay as they were, never assumed done.
+            self._kill()
+            raise
+
+    def _answers(
+        self, conn: Connection, op: str, paths: Sequence[str], kwargs: Any, outcome: Outcome
+    ) -> Outcome:
         conn.send((op, list(paths), kwargs))
         # the helper's start (an interpreter and fsspec) counts against the first call only
         first_s = self.stall_s + 30.0
@@ -179,6 +192,8 @@ class Janitor:
                 self._kill()
                 return outcome
             got, status, value = conn.recv()
+            if got != path:  # never: one request at a time, in order (see ``call``)
+                raise RuntimeError(f"janitor: the answer for {got} came where {path}'s was due")
             if status == "ok":
                 outcome.done[got] = value
             elif status == "missing":

@@ -17,24 +17,28 @@ needs_shm = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev
 
 
 @needs_shm
+@pytest.mark.parametrize("peer", [loops.PEER, loops.RECORDED])
 def test_every_loop_is_compared_with_a_bare_loop_and_nothing_is_left(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, peer: str
 ) -> None:
+    """Against the bare system calls, and against them with the report's recording (the
+    clock read after each call, the files-done store): what bounds the suite's loops."""
     # the floor's verdict is tested below on set figures: a busy machine must not fail this
     monkeypatch.setattr(floor, "LOOP_FLOOR_FILES_PER_S", 1)
     report = tmp_path / "loops.json"
     argv = ["--target", "/dev/shm", "--files", "64", "--repeats", "2", "--warmup", "0"]
+    argv += ["--peer", peer]
     assert loops.main([*argv, "--json", str(report)]) == 0
     out = capsys.readouterr().out
     figures = json.loads(report.read_text())
     comparisons = figures["comparisons"]
     assert [c["kind"] for c in comparisons] == list(loops.LOOPS)
     for comparison in comparisons:
-        assert comparison["peer"] == "bare" and comparison["settings"]["files"] == 64
+        assert comparison["peer"] == peer and comparison["settings"]["files"] == 64
         assert [r["first"] for r in comparison["repeats"]] == ["suite", "peer"]  # alternated
         assert all(r["suite"] > 0 and r["peer"] > 0 for r in comparison["repeats"])
         assert f"floor: {comparison['kind']} loop" in out
-    assert "median ratio suite/bare" in out and "405b" in out
+    assert f"median ratio suite/{peer}" in out and "405b" in out
     assert not os.path.exists(comparisons[0]["run_dir"])
 
 

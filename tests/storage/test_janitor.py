@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,54 @@ def test_a_reopen_never_creates_a_part(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         LocalAppender().append(str(tmp_path / "nobody.jsonl"), b"{}\n")
     assert not (tmp_path / "nobody.jsonl").exists()
+
+
+class _Blocking:
+    """A filesystem whose ``block`` says it began (a file) and waits for a file to return
+    (bounded), and whose ``pid`` says which helper answered."""
+
+    def __init__(self, began: str, release: str) -> None:
+        self.began, self.release = began, release
+
+    def block(self, path: str) -> str:
+        open(self.began, "w").close()
+        for _ in range(3000):  # 30 s at most
+            if os.path.exists(self.release):
+                break
+            time.sleep(0.01)
+        return "released"
+
+    def pid(self, path: str) -> int:
+        return os.getpid()
+
+
+def test_an_interrupt_between_a_request_and_its_answer_never_leaves_a_stale_answer(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while a cleanup's removal waited on the helper: the answers to it were read as
+    the next request's, a removal counted done that was not, and a run directory stayed with
+    its manifest and lease and no word of it."""
+    began, release = tmp_path / "began", tmp_path / "release"
+    janitor = Janitor(_Blocking(str(began), str(release)), stall_s=30.0)
+
+    def interrupt_once_it_began() -> None:
+        for _ in range(3000):
+            if began.exists():
+                os.kill(os.getpid(), signal.SIGINT)  # wakes the main thread's wait
+                return
+            time.sleep(0.01)
+
+    try:
+        first = janitor.one("pid", "-")
+        watcher = threading.Thread(target=interrupt_once_it_began, daemon=True)
+        watcher.start()
+        with pytest.raises(KeyboardInterrupt):
+            janitor.call("block", ["a", "b"])
+        watcher.join(30)
+        release.touch()  # a helper still alive would answer the interrupted request now
+        second = janitor.one("pid", "-")
+        assert second != first  # a new helper, with no answer left over
+        assert janitor.call("pid", ["x", "y"]).done == {"x": second, "y": second}
+    finally:
+        release.touch()
+        janitor.close()
