@@ -76,3 +76,27 @@ def test_a_run_without_pytest_s_cache_is_not_given_a_cache_dir() -> None:
     """``-p no:cacheprovider`` removes the ``cache_dir`` option: setting it then is an error."""
     argv = run_argv(["-p", "no:cacheprovider"])
     assert not any("cache_dir" in a for a in argv)
+
+
+def test_the_main_job_runs_in_a_checkout_without_the_test_extra(tmp_path: Path) -> None:
+    """The README's set-up is `pip install -e .` then `ckptgate run ...` in the checkout: pytest
+    loads tests/conftest.py there too (the invocation directory's test* folders), which
+    imported hypothesis, a test dependency: the main job died on a ModuleNotFoundError."""
+    root = Path(__file__).resolve().parents[1]
+    shadow = tmp_path / "hypothesis"  # first on the path: as if hypothesis were not installed
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'hypothesis'\")\n"
+    )
+    argv = run_argv(  # what `ckptgate run` execs; hypothesis's own plugin is not loaded
+        ["--profile=tmpfs", "--target=/dev/shm", "--co", "-p", "no:hypothesispytest"]
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *argv],
+        cwd=root, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-3000:]
+    assert "ModuleNotFoundError" not in text
+    assert "collected" in done.stdout, done.stdout[-2000:]
