@@ -167,9 +167,8 @@ class Janitor:
             return outcome
         if not paths:
             return outcome
-        conn = self._start()
         try:
-            return self._answers(conn, op, paths, kwargs, outcome)
+            return self._answers(self._start(), op, paths, kwargs, outcome)
         except BaseException:
             # Ctrl-C or SIGTERM between a request and its answers: the helper's answers to
             # it would be read as the next request's (a removal counted done that was not).

@@ -126,9 +126,11 @@ class RunDirectory:
                 os.mkdir(path)  # fails if it exists: the directory is ours alone
                 made = True
                 probe = Path(path, ".ckptgate-probe")
-                with open(probe, "wb") as handle:
-                    handle.write(b"ckptgate")
-                probe.unlink()
+                try:
+                    with open(probe, "wb") as handle:
+                        handle.write(b"ckptgate")
+                finally:  # also on an interrupt: nothing of the probe stays
+                    probe.unlink(missing_ok=True)
             else:
                 self.fs.makedirs(path, exist_ok=False)
         except OSError as error:
@@ -156,6 +158,9 @@ class RunDirectory:
             self._sink = BoundedAppend(self.manifest_stall_s)
         else:
             self._sink = StoreRewrite(self.fs.pipe_file)
+        # Listed before it exists, as a directory is: an interrupt while it is being created
+        # must not leave a part the cleanup does not know (a missing one is no error there).
+        self.meta_files.append(f"{self.run_dir}/{manifest_name(node)}")
         try:
             self.manifest = ManifestWriter(
                 self.run_dir, node, sink=self._sink, nodes=nodes, run_id=run_id
@@ -166,7 +171,6 @@ class RunDirectory:
                 f"--target {self.url}: cannot write the run's manifest in {self.run_dir} "
                 f"({error.strerror})"
             ) from None
-        self.meta_files.append(self.manifest.path)
 
     def share(self) -> None:
         """Several nodes will write here; this node (node 0) removes the directories last."""
