@@ -163,8 +163,7 @@ class Removal:
             return []
         outcome = self.janitor.call("ls", [run_dir], detail=False)
         listed = outcome.done.get(run_dir) or []
-        own = {_bare(p) for p in self.run.meta_files}
-        own |= {f"{p}.tmp" for p in own}  # the lease's temporary file
+        own = {_bare(p) for p in self.run.meta_files}  # the part, the lease and its .tmp
         return [p for p in map(_bare, listed) if p not in own]
 
     def _remove_meta(self) -> None:
