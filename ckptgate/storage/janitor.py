@@ -6,11 +6,15 @@ inode lock a hung fsync holds sleeps uninterruptibly, a FUSE request the server 
 too, and such a thread keeps the whole process from exiting. A reported run deleted a hung
 rank's file that way before it printed the failure. So the target's filesystem calls (remove
 a file, remove a directory, make one, ask whether a path exists) run in a helper process,
-one call at a time, each reported back as it ends. When one does not end within
-``CALL_STALL_S`` the target counts as hung: the helper is killed (SIGKILL, then abandoned if
-it cannot be reaped, like a hung rank) and the paths not done are returned as left, never
-retried. Progress-based rather than one total budget: a cleanup of 16,384 files on a slow
-but working filesystem may take longer than a few seconds, and must not be called hung.
+one call at a time, each reported back as it ends. When one does not end within its bound
+(the session's target gives the profile's ``run.stall_timeout_s``, the bound a rank's I/O
+has; ``CALL_STALL_S`` where the caller gives none) the target counts as hung: the helper is
+killed (SIGKILL, then abandoned if it cannot be reaped, like a hung rank) and the paths not
+done are returned as left, never retried. Progress-based rather than one total budget: a
+cleanup of 16,384 files on a slow but working filesystem may take longer than a few seconds,
+and must not be called hung. Nor may one slow call: an unlink through ceph-fuse on a busy
+machine took more than 5 s, and a fixed 5 s bound called a working target hung and left the
+run directory of a qualified run.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from typing import Any
 from ckptgate.engine.lifeline import die_with_parent, started_from_main_thread
 
 CALL_STALL_S = 5.0
-"""How long one call (an unlink, an rmdir) may take before the target counts as hung."""
+"""How long one call (an unlink, an rmdir) may take before the target counts as hung, where
+the caller gives no bound of its own."""
 REAP_S = 2.0
 """How long the killed helper may take to exit before it is abandoned."""
 

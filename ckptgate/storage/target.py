@@ -49,8 +49,9 @@ class Target:
     ) -> None:
         """``transfer_bytes``: on an object store, the upload part size is tied to it unless
         ``storage_options`` set it (``ckptgate.storage.object_store.part_size``). ``stall_s``:
-        how long one append to the run's manifest may take before the target counts as hung
-        (the session gives the profile's ``run.stall_timeout_s``)."""
+        how long one call of the session's on the target (an append to the run's manifest, a
+        removal, a directory made) may take before the target counts as hung (the session
+        gives the profile's ``run.stall_timeout_s``, the bound a rank's I/O has too)."""
         self.url = url
         options = dict(storage_options or {})
         self.part: PartSize | None = None
@@ -73,7 +74,7 @@ class Target:
         protocol)."""
         self.fs: AbstractFileSystem = fs
         self.root = root.rstrip("/") or "/"
-        self.janitor = Janitor(fs)
+        self.janitor = Janitor(fs, stall_s=stall_s)
         """Bounded calls on the target (``ckptgate.storage.janitor``)."""
         self.facts = fsfacts.target_facts(url, name, self.root)
         self.run = RunDirectory(url, name, fs, self.root, self.janitor, manifest_stall_s=stall_s)

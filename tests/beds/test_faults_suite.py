@@ -24,7 +24,7 @@ import pytest
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.engine.records import detail_as
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.storage.janitor import TargetHung
+from ckptgate.storage.janitor import CALL_STALL_S, TargetHung
 from ckptgate.storage.target import Target
 from ckptgate.workloads.readback import run_readback
 from ckptgate.workloads.write_burst import ShardFile, WriteDetail, run_write_burst
@@ -68,7 +68,7 @@ def bed(tmp_path: Path) -> Iterator[FaultFS]:
 
 @pytest.fixture
 def target(bed: FaultFS) -> Iterator[Target]:
-    target = Target(str(bed.mount))
+    target = Target(str(bed.mount), stall_s=5.0)
     target.create_run_dir()
     yield target
     target.close()
@@ -171,6 +171,36 @@ def test_a_manifest_append_that_hangs_is_bounded_and_names_the_target(tmp_path: 
         target.close()
         assert [hit.detail for hit in bed.log() if hit.action == "hang-end"] == []  # still hung
         bed.release()
+
+
+def test_a_removal_slower_than_the_default_bound_is_waited_for_up_to_the_stall_timeout(
+    tmp_path: Path,
+) -> None:
+    """A working target's slow unlink is not a hang: the target's calls have the bound the
+    session gives (the profile's stall timeout), not the janitor's fixed default. CI saw an
+    unlink through ceph-fuse on a busy machine take more than 5 s: that bound called the
+    target hung and left a qualified run's directory. The unlink here stands still for longer
+    than the default (the second file's: the first of a call also waits out the helper's
+    start), then goes on."""
+    with faultfs(tmp_path) as bed:
+        target = Target(str(bed.mount), stall_s=SAFETY_S)
+        target.create_run_dir()
+        paths = [s.path for s in shards(Path(target.new_dir("w")))]
+        target.register(paths)
+        for path in paths:
+            Path(path).write_bytes(b"x")
+        bed.set_faults(Fault("unlink", "hang", path="*__1_0.distcp", max_s=SAFETY_S))
+        with concurrent.futures.ThreadPoolExecutor(1) as executor:
+            removal = executor.submit(target.remove_files, paths)
+            bed.wait_for(op="unlink", action="hang", timeout_s=SAFETY_S)
+            time.sleep(CALL_STALL_S + 1.0)  # at least this long, however busy the machine
+            bed.release()
+            assert removal.result(timeout=SAFETY_S) == 2
+        assert (target.hung, target.left_behind) == (None, [])
+        report = target.cleanup()
+        assert (report.unremovable, report.left, report.failed) == ([], [], [])
+        target.close()
+        assert not os.listdir(bed.backing)
 
 
 def checklist_session(bed: FaultFS, tmp_path: Path, *options: str) -> tuple[int, str]:

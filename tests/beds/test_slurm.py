@@ -126,7 +126,10 @@ def srun_qualified(
     assert writers == readers == {"node0", "node1", "node2"}
     assert result.stdout.count("VERDICT qualified") == 1  # one report, from node 0
     if target is None:
-        assert run_dirs(slurm) == []
+        dirs = run_dirs(slurm)
+        left = {str(d): sorted(str(f.relative_to(d)) for f in d.rglob("*")) for d in dirs}
+        notes = [line for line in result.stdout.splitlines() if line.startswith("ckptgate: ")]
+        assert left == {}, f"run directory left: {left}; the run said: {notes[-8:]}"
     return data
 
 
