@@ -68,7 +68,7 @@ def bed(tmp_path: Path) -> Iterator[FaultFS]:
 
 @pytest.fixture
 def target(bed: FaultFS) -> Iterator[Target]:
-    target = Target(str(bed.mount), stall_s=5.0)
+    target = Target(str(bed.mount), stall_s=CALL_STALL_S)
     target.create_run_dir()
     yield target
     target.close()
