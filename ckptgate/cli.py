@@ -3,6 +3,7 @@
     ckptgate run --profile=405b --target=/lustre/ckpt [pytest options]   # the checklist
     ckptgate sizing 405b [--set k=v] [--json] [--sweep]                  # requirements only
     ckptgate bench write|read|create --target DIR                        # suite vs fio
+    ckptgate bench scale [--nodes 4,16,...]                # node 0's coordination vs N
     ckptgate verify RUN_DIR                   # re-check a run kept with --keep, every byte
     ckptgate clean TARGET [--force-stale]     # remove what dead runs left, by their manifests
     ckptgate report RUN.json [--html OUT.html] [--csv OUT.csv]           # a saved report
@@ -92,6 +93,10 @@ def _sizing(argv: Sequence[str]) -> int:
 
 
 def _bench(argv: Sequence[str]) -> int:
+    if argv[:1] == ["scale"]:
+        from ckptgate.benchmarks.scale import main as scale_main
+
+        return scale_main(argv[1:])
     from ckptgate.benchmarks.compare import main
 
     return main(argv)

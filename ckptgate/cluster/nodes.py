@@ -165,8 +165,16 @@ class MpiNodes:
         sleep: Callable[[float], None] = time.sleep,
         count: int | None = None,
         tag_base: int = TAG_BASE,
+        any_source: int | None = None,
+        status: Callable[[], Any] | None = None,
     ) -> None:
         self.comm = comm
+        self.any_source = any_source
+        self.status = status
+        """The MPI library's ``ANY_SOURCE`` and ``Status`` (None: one probe per peer): node 0
+        receives a gather with one wildcard probe per poll, O(1), instead of one probe per
+        node still waited for, O(N) per poll and O(N^2) over a gather whose nodes arrive one
+        by one (``ckptgate.benchmarks.scale``)."""
         self.index = comm.Get_rank()
         self.count = comm.Get_size() if count is None else count
         self.tag_base = tag_base
@@ -253,6 +261,8 @@ class MpiNodes:
             self._sleep,
             count=count,
             tag_base=self.tag_base + TAG_SPAN,
+            any_source=self.any_source,
+            status=self.status,
         )
         view.hosts = self.hosts
         view.stall_timeout_s = self.stall_timeout_s
@@ -313,20 +323,17 @@ class MpiNodes:
         deadline = now + timeout_s
         next_look = now + LIVENESS_EVERY_S
         pending_sends = dict(sends)
-        pending = list(receives)
+        pending = set(receives)
         values: dict[int, Any] = {}
         while pending_sends or pending:
             for peer, request in list(pending_sends.items()):
                 if request.test()[0]:
                     del pending_sends[peer]
-            for peer in list(pending):
-                message = self.comm.improbe(source=peer, tag=tag)
-                if message is not None:
-                    value = message.recv()
-                    if isinstance(value, _Broken):
-                        raise self._fail(value.reason)
-                    values[peer] = value
-                    pending.remove(peer)
+            for peer, value in self._arrived(pending, tag):
+                if isinstance(value, _Broken):
+                    raise self._fail(value.reason)
+                values[peer] = value
+                pending.discard(peer)
             if not (pending_sends or pending):
                 break
             now = self._clock()
@@ -347,6 +354,29 @@ class MpiNodes:
                 raise self._fail(reason)
             self._sleep(_POLL_S)
         return values
+
+    def _arrived(self, pending: set[int], tag: int) -> list[tuple[int, Any]]:
+        """The values that arrived on ``tag`` from the ``pending`` peers, with their senders.
+
+        With a wildcard (``any_source``) and more than one peer waited for, it probes once
+        per arrived message and once more to find none: every node that sends this node a
+        message on ``tag`` is among those it waits for, since each collective has a tag of its
+        own. Otherwise one matched probe per pending peer."""
+        if self.any_source is None or self.status is None or len(pending) < 2:
+            arrived = []
+            for peer in sorted(pending):
+                message = self.comm.improbe(source=peer, tag=tag)
+                if message is not None:
+                    arrived.append((peer, message.recv()))
+            return arrived
+        arrived = []
+        while len(arrived) < len(pending):
+            status = self.status()
+            message = self.comm.improbe(source=self.any_source, tag=tag, status=status)
+            if message is None:
+                break
+            arrived.append((status.Get_source(), message.recv()))
+        return arrived
 
     def _tell_others(self, reason: str, tag: int, exclude: set[int]) -> None:
         """Node 0: every node that arrived learns who did not, in place of the decision."""
@@ -579,7 +609,7 @@ def detect_nodes(mode: str = "auto", environ: dict[str, str] | None = None) -> N
         if tasks > 1:
             raise _launch_mismatch(tasks, 1, mode)
         return SingleNode()
-    nodes = MpiNodes(comm)
+    nodes = MpiNodes(comm, any_source=MPI.ANY_SOURCE, status=MPI.Status)
     level = MPI.Query_thread()
     if level >= MPI.THREAD_MULTIPLE:
         nodes.heartbeat = Heartbeat(comm, MPI.ANY_SOURCE)

@@ -1,0 +1,443 @@
+"""What node 0 spends on a run's coordination as the node count grows, from 4 to 16,384 nodes.
+
+    ckptgate bench scale [--nodes 4,16,...] [--ranks-per-node 8] [--json PATH]
+
+Each part runs the suite's own code on node 0 of N simulated nodes (``benchmarks.simnodes``:
+an in-process communicator whose other nodes send what the suite's code builds for them), with
+only the storage I/O made small:
+
+- ``start-up``: ``MpiNodes.learn_hosts``, ``check_same_everywhere`` on the shipped 405b
+  profile's facts, and the run id's and run directory's broadcasts;
+- ``common start``: the rank pool's gate (``pool_gate``), once;
+- ``records gather``: one write burst's records from every node (``run_everywhere``, then
+  ``merge_nodes`` and the burst's JSON), each rank's record with its transfer histogram;
+- ``heartbeat``: one beat period of node 0's heartbeat (a beat to every node, every node's beat
+  drained, ``Liveness.silent`` over all of them);
+- ``manifests``: N manifest parts written by ``ManifestWriter`` (the ranks' files listed), then
+  ``ckptgate verify`` and ``ckptgate clean`` of that run directory (tiny files on ``--target``);
+- ``report``: a real run's JSON report (``ckptgate run --profile=tmpfs``, made once) with every
+  burst's records made N nodes' worth, written as JSON, CSV and HTML by the report's writers,
+  and ``ckptgate compare`` of it with itself.
+
+For each N it prints node 0's seconds (the peers' value building excluded), its peak Python
+memory (tracemalloc, in a second pass so the timing pays no tracing), the messages and bytes it
+sent and received, its probes, and the report files' sizes; then each column's growth exponent
+b of a least-squares fit of log(value) = a + b log(N) over the points from 64 nodes up
+(1: linear, 2: quadratic). Times are one process's on this machine: the growth is the point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from ckptgate.benchmarks.collectives import _facts, burst_records
+from ckptgate.benchmarks.simnodes import ANY_SOURCE, Counts, SimComm, SimStatus
+from ckptgate.cluster.heartbeat import HEARTBEAT_TAG, Heartbeat
+from ckptgate.cluster.nodes import MpiNodes, pool_gate, run_everywhere
+from ckptgate.engine.latency import LatencyHistogram
+from ckptgate.engine.records import BurstResult, merge_nodes
+
+NODE_COUNTS = (4, 16, 64, 256, 1024, 4096, 16384)
+FIT_FROM_NODES = 64
+"""The fit uses the points from this node count up: below it fixed costs hide the growth."""
+TIMEOUT_S = 600.0
+
+
+@dataclass
+class PartResult:
+    """One part at one node count: node 0's figures."""
+
+    seconds: float
+    counts: Counts
+    peak_bytes: int = 0
+    files: dict[str, int] = field(default_factory=dict)
+    """Report files' sizes in bytes, by name."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seconds": self.seconds,
+            "peak_bytes": self.peak_bytes,
+            **dataclasses.asdict(self.counts),
+            **({"files": self.files} if self.files else {}),
+        }
+
+
+def _nodes(comm: SimComm) -> MpiNodes:
+    return MpiNodes(
+        comm, clock=comm.clock, sleep=comm.clock.sleep, any_source=ANY_SOURCE, status=SimStatus
+    )
+
+
+def _host(node: int) -> str:
+    return f"node{node:05d}.cluster.example"
+
+
+def write_histogram() -> LatencyHistogram:
+    """A rank's write-transfer histogram as a 405b burst fills it (a few hundred transfers)."""
+    histogram = LatencyHistogram()
+    histogram.add_ns([2_000_000 + 37_000 * (i % 97) for i in range(420)])
+    return histogram
+
+
+def node_burst(node: int, ranks: int) -> BurstResult:
+    """One node's write-burst records, each with its transfer histogram."""
+    burst = burst_records(node, ranks)
+    return BurstResult(
+        "write",
+        tuple(dataclasses.replace(r, latency={"write": write_histogram()}) for r in burst.ranks),
+    )
+
+
+def start_up(count: int, ranks: int) -> tuple[SimComm, Callable[[], object]]:
+    from ckptgate.fixtures.startup import check_same_everywhere, digest
+
+    facts = _facts()
+    facts_digest = digest(facts)
+    run_dir = "/lustre/ckpt/ckptgate-20261203T120000Z-node00000-abcdef"
+    comm = SimComm(count)
+    nodes = _nodes(comm)
+    base = nodes.tag_base
+
+    def peer_value(peer: int, tag: int) -> Any:
+        step = tag - base
+        if step == 1:  # learn_hosts: the host names
+            return _host(peer)
+        if step == 3:  # learn_hosts: the next node's host name (node 1 sends it)
+            return _host(peer)
+        if step == 4:  # the digest
+            return facts_digest
+        return None  # the broadcasts' gathers carry nothing
+
+    comm.peer_value = peer_value
+
+    def run() -> object:
+        nodes.learn_hosts(TIMEOUT_S)
+        check_same_everywhere(nodes, facts)
+        nodes.bcast(12345678901234, TIMEOUT_S, "the run id")
+        return nodes.bcast((run_dir, None), TIMEOUT_S, "the run directory")
+
+    return comm, run
+
+
+def common_start(count: int, ranks: int) -> tuple[SimComm, Callable[[], object]]:
+    comm = SimComm(count, peer_value=lambda peer, tag: True)
+    gate = pool_gate(_nodes(comm))
+    assert gate is not None
+    return comm, lambda: gate(True, TIMEOUT_S)
+
+
+def records_gather(count: int, ranks: int) -> tuple[SimComm, Callable[[], object]]:
+    own = node_burst(0, ranks)
+    comm = SimComm(count, peer_value=lambda peer, tag: (_host(peer), node_burst(peer, ranks), None))
+    nodes = _nodes(comm)
+
+    def run() -> object:
+        bursts = run_everywhere(nodes, TIMEOUT_S, "the end of the write burst", lambda: own)
+        merged = merge_nodes("write", bursts)
+        return merged, merged.to_json()
+
+    return comm, run
+
+
+def heartbeat(count: int, ranks: int) -> tuple[SimComm, Callable[[], object]]:
+    progress = {"bytes": 3_430_000_000 * ranks, "files": ranks, "phase": "write"}
+    comm = SimComm(count, peer_value=lambda peer, tag: (peer, None, progress))
+    beats = Heartbeat(comm, ANY_SOURCE, clock=comm.clock)
+
+    def run() -> object:
+        comm.again(HEARTBEAT_TAG)
+        beats.beat()
+        while beats.drain():
+            pass
+        return beats.liveness.silent(beats.peers, 30.0, refresh=False)
+
+    return comm, run
+
+
+PARTS: dict[str, Callable[[int, int], tuple[SimComm, Callable[[], object]]]] = {
+    "start-up": start_up,
+    "common start": common_start,
+    "records gather": records_gather,
+    "heartbeat": heartbeat,
+}
+"""The communicator's parts: each builds node 0's end and returns the step to measure."""
+
+
+def measure(
+    make: Callable[[int, int], tuple[SimComm, Callable[[], object]]], count: int, ranks: int
+) -> PartResult:
+    """A part's node 0 seconds (peers' value building excluded) and counts, then its peak
+    memory in a second, traced run."""
+    comm, run = make(count, ranks)
+    gc.collect()
+    started = time.perf_counter()
+    kept = run()
+    seconds = time.perf_counter() - started - comm.excluded_s
+    del kept
+    counts = comm.counts
+    comm, run = make(count, ranks)
+    gc.collect()
+    tracemalloc.start()
+    kept = run()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del kept
+    return PartResult(seconds, counts, peak)
+
+
+def _traced(step: Callable[[], object]) -> tuple[float, int]:
+    """Seconds of ``step``, then its peak traced memory in a second run."""
+    gc.collect()
+    started = time.perf_counter()
+    step()
+    seconds = time.perf_counter() - started
+    gc.collect()
+    tracemalloc.start()
+    step()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return seconds, peak
+
+
+def manifests(count: int, ranks: int, root: str) -> dict[str, PartResult]:
+    """N manifest parts of ``ranks`` files each (empty files: I/O made small), then
+    ``ckptgate verify`` and ``ckptgate clean`` of the run directory."""
+    from ckptgate.storage.appender import LocalAppender, ManifestSink
+    from ckptgate.storage.clean import clean_run
+    from ckptgate.storage.manifest import ManifestWriter
+    from ckptgate.storage.runs import judge_run
+    from ckptgate.storage.verify import verify_run
+
+    run_dir = tempfile.mkdtemp(prefix="ckptgate-scale-", dir=root)
+    round_dir = f"{run_dir}/round-1"
+    os.mkdir(round_dir)
+
+    def write_parts() -> None:
+        for node in range(count):
+            sink = cast(ManifestSink, LocalAppender())  # the run's own, unbounded: no helper
+            writer = ManifestWriter(run_dir, node, sink=sink, nodes=count, run_id=1)
+            paths = [f"{round_dir}/__{node * ranks + r}_0.distcp" for r in range(ranks)]
+            if node == 0:
+                writer.add_dirs([run_dir, round_dir])
+            writer.add_files(paths, sizes=[0] * ranks)
+            for path in paths:
+                with open(path, "wb"):
+                    pass
+            writer.ended(kept=True)
+            writer.close()
+
+    results: dict[str, PartResult] = {}
+    started = time.perf_counter()
+    write_parts()
+    results["manifests"] = PartResult(time.perf_counter() - started, Counts())
+    verify_s, verify_peak = _traced(lambda: verify_run(run_dir))
+    report = verify_run(run_dir)
+    if not report.ok or report.files != count * ranks:
+        raise RuntimeError(f"verify of the harness's run: {report.summary()}")
+    results["verify"] = PartResult(verify_s, Counts(), verify_peak)
+    gc.collect()
+    tracemalloc.start()
+    started = time.perf_counter()
+    state = judge_run(run_dir)
+    assert state is not None
+    cleaned = clean_run(state)
+    clean_s = time.perf_counter() - started
+    _, clean_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    if cleaned.refused or cleaned.left or cleaned.removed_files < count * ranks:
+        raise RuntimeError(f"clean of the harness's run: {cleaned}")
+    results["clean"] = PartResult(clean_s, Counts(), clean_peak)  # traced: one run only
+    return results
+
+
+def template_report(root: str) -> dict[str, Any]:
+    """A real run's JSON report: ``ckptgate run --profile=tmpfs`` on ``root``, once."""
+    path = os.path.join(tempfile.mkdtemp(prefix="ckptgate-scale-report-", dir=root), "r.json")
+    command = [sys.executable, "-m", "ckptgate", "run", "--profile=tmpfs", f"--target={root}"]
+    command += [f"--report-json={path}", "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    if not os.path.exists(path):
+        raise RuntimeError(f"the template run wrote no report: {done.stdout[-400:]}")
+    with open(path, encoding="utf-8") as handle:
+        data: dict[str, Any] = json.load(handle)
+    os.remove(path)
+    os.rmdir(os.path.dirname(path))
+    return data
+
+
+def scaled_report(template: dict[str, Any], count: int, ranks: int) -> dict[str, Any]:
+    """``template`` with every burst's records made ``count`` nodes of ``ranks`` each (each
+    record a copy of one of the template's, renumbered)."""
+
+    def scale(value: Any) -> Any:
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if key == "ranks" and isinstance(item, list) and item and isinstance(item[0], dict):
+                    out[key] = [
+                        {
+                            **item[(n * ranks + r) % len(item)],
+                            "rank": r,
+                            "global_rank": n * ranks + r,
+                            "node": n,
+                            "host": _host(n),
+                        }
+                        for n in range(count)
+                        for r in range(ranks)
+                    ]
+                elif key == "node_bytes_per_s" and isinstance(item, dict) and item:
+                    first = next(iter(item.values()))
+                    out[key] = {str(n): first for n in range(count)}
+                else:
+                    out[key] = scale(item)
+            return out
+        if isinstance(value, list):
+            return [scale(item) for item in value]
+        return value
+
+    data = scale(template)
+    data.update(nodes=count, ranks=count * ranks, ranks_per_node=ranks)
+    return data
+
+
+def report_files(template: dict[str, Any], count: int, ranks: int, root: str) -> PartResult:
+    """The report's JSON, CSV and HTML of ``count`` nodes, and ``compare`` of it with itself."""
+    from ckptgate.report.compare import load_runs, render_text
+    from ckptgate.report.csvfiles import write_csv
+    from ckptgate.report.html import write_html
+    from ckptgate.report.schema import load_saved
+
+    data = scaled_report(template, count, ranks)
+    out = tempfile.mkdtemp(prefix="ckptgate-scale-files-", dir=root)
+    paths = {name: os.path.join(out, f"report.{name}") for name in ("json", "csv", "html")}
+
+    def write() -> None:
+        with open(paths["json"], "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+        saved = load_saved(data, paths["json"])
+        write_csv(saved, paths["csv"])
+        write_html(saved, paths["html"], source=paths["json"])
+        render_text(load_runs([paths["json"], paths["json"]]))
+
+    seconds, peak = _traced(write)
+    files = {}
+    for name in sorted(os.listdir(out)):
+        files[name] = os.path.getsize(os.path.join(out, name))
+        os.remove(os.path.join(out, name))
+    os.rmdir(out)
+    return PartResult(seconds, Counts(), peak, files)
+
+
+def run_count(
+    count: int, ranks: int, root: str, template: dict[str, Any] | None
+) -> dict[str, PartResult]:
+    """Every part at one node count."""
+    results = {name: measure(make, count, ranks) for name, make in PARTS.items()}
+    results.update(manifests(count, ranks, root))
+    if template is not None:
+        results["report"] = report_files(template, count, ranks, root)
+    return results
+
+
+def growth(counts: Sequence[int], values: Sequence[float]) -> float | None:
+    """The exponent b of the least-squares fit log(value) = a + b log(N) over the points from
+    ``FIT_FROM_NODES`` nodes up (None with fewer than two positive points)."""
+    points = [
+        (math.log(n), math.log(v))
+        for n, v in zip(counts, values, strict=True)
+        if n >= FIT_FROM_NODES and v > 0
+    ]
+    if len(points) < 2:
+        return None
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    sxx = sum((x - mean_x) ** 2 for x, _ in points)
+    sxy = sum((x - mean_x) * (y - mean_y) for x, y in points)
+    return sxy / sxx if sxx > 0 else None
+
+
+COLUMNS = (
+    ("seconds", "s", lambda p: p.seconds),
+    ("peak MiB", "peak", lambda p: p.peak_bytes / 2**20),
+    ("messages", "msgs", lambda p: p.counts.sent_messages + p.counts.received_messages),
+    ("MB moved", "MB", lambda p: (p.counts.sent_bytes + p.counts.received_bytes) / 1e6),
+    ("probes", "probes", lambda p: p.counts.probes),
+)
+
+
+def render(rows: dict[int, dict[str, PartResult]]) -> str:
+    counts = sorted(rows)
+    lines = []
+    for part in rows[counts[0]]:
+        lines.append(f"{part}: node 0")
+        lines.append(f"{'nodes':>7}" + "".join(f"  {title:>11}" for title, _, _ in COLUMNS))
+        for n in counts:
+            result = rows[n][part]
+            cells = "".join(f"  {value(result):>11.4g}" for _, _, value in COLUMNS)
+            lines.append(f"{n:>7}{cells}")
+        fits = []
+        for _, _, value in COLUMNS:
+            b = growth(counts, [value(rows[n][part]) for n in counts])
+            fits.append(f"  {'-' if b is None else f'N^{b:.2f}':>11}")
+        lines.append(f"{'growth':>7}" + "".join(fits))
+        files = rows[counts[-1]][part].files
+        if files:
+            for name in files:
+                sizes = ", ".join(f"{rows[n][part].files[name] / 1e6:.3g}" for n in counts)
+                lines.append(f"  {name} MB by node count: {sizes}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ckptgate bench scale", description=__doc__)
+    parser.add_argument(
+        "--nodes", default=",".join(map(str, NODE_COUNTS)),
+        help="simulated node counts, comma-separated (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument("--ranks-per-node", type=int, default=8, help="default: 8")
+    parser.add_argument(
+        "--target", default="/dev/shm", help="where the manifest parts and tiny files go "
+        "(a run directory made and removed there; default: /dev/shm)",
+    )  # fmt: skip
+    parser.add_argument("--no-report", action="store_true", help="skip the report part")
+    parser.add_argument("--json", default=None, metavar="PATH")
+    args = parser.parse_args(argv)
+    try:
+        counts = sorted({int(n) for n in args.nodes.split(",")})
+    except ValueError:
+        parser.error(f"--nodes {args.nodes!r}: allowed: node counts >= 2, comma-separated")
+    if not counts or counts[0] < 2:
+        parser.error(f"--nodes {args.nodes!r}: allowed: node counts >= 2, comma-separated")
+    if args.ranks_per_node < 1:
+        parser.error(f"--ranks-per-node {args.ranks_per_node}: allowed: 1 or more")
+    if not os.path.isdir(args.target):
+        parser.error(f"--target {args.target}: not a directory")
+    template = None if args.no_report else template_report(args.target)
+    rows = {}
+    for n in counts:
+        rows[n] = run_count(n, args.ranks_per_node, args.target, template)
+        print(f"ckptgate bench scale: {n} nodes done", file=sys.stderr, flush=True)
+    print(render(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            figures = {str(n): {p: r.to_json() for p, r in rows[n].items()} for n in counts}
+            json.dump({"ranks_per_node": args.ranks_per_node, "nodes": figures}, handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
