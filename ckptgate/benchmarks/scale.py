@@ -317,6 +317,7 @@ def report_files(template: dict[str, Any], count: int, ranks: int, root: str) ->
     """The report's JSON, CSV and HTML of ``count`` nodes, and ``compare`` of it with itself."""
     from ckptgate.report.compare import load_runs, render_text
     from ckptgate.report.csvfiles import write_csv
+    from ckptgate.report.gate import write_report_json
     from ckptgate.report.html import write_html
     from ckptgate.report.schema import load_saved
 
@@ -325,8 +326,7 @@ def report_files(template: dict[str, Any], count: int, ranks: int, root: str) ->
     paths = {name: os.path.join(out, f"report.{name}") for name in ("json", "csv", "html")}
 
     def write() -> None:
-        with open(paths["json"], "w", encoding="utf-8") as handle:
-            json.dump(data, handle)
+        write_report_json(data, paths["json"])
         saved = load_saved(data, paths["json"])
         write_csv(saved, paths["csv"])
         write_html(saved, paths["html"], source=paths["json"])

@@ -197,11 +197,26 @@ def _transfer_latency(latency: dict[str, LatencyStats]) -> str:
     )
 
 
+MAX_RANK_ROWS = 256
+"""Rank rows a burst's table shows at most: the slowest ones. Every rank's record is in the
+JSON and the CSV's ``-ranks`` file; a page of 16,384 rows per burst would not open quickly
+(``ckptgate bench scale``)."""
+
+
 def _rank_table(burst: Burst) -> str:
     phases = burst.phases()
     header = ("node", "rank", "bytes", "start", *(p.removesuffix("_s") for p in phases), "total")
+    shown = list(burst.ranks)
+    if len(shown) > MAX_RANK_ROWS:
+        shown = sorted(shown, key=lambda r: -r.end_s)[:MAX_RANK_ROWS]
+        summary = (
+            f"the {MAX_RANK_ROWS} slowest ranks' records of {len(burst.ranks)} (every rank's "
+            "is in the JSON report and the CSV's -ranks file)"
+        )
+    else:
+        summary = f"every rank's record ({len(shown)} ranks)"
     rows = []
-    for record in sorted(burst.ranks, key=lambda r: (r.node, r.global_rank)):
+    for record in sorted(shown, key=lambda r: (r.node, r.global_rank)):
         mark = " (slowest)" if burst.is_slowest(record) else ""
         rows.append(
             [
@@ -213,10 +228,7 @@ def _rank_table(burst: Burst) -> str:
                 num(format_value(record.total_s, "s")),
             ]
         )
-    return (
-        f"<details><summary>every rank's record ({len(rows)} ranks)</summary>"
-        f"{table(header, rows)}</details>"
-    )
+    return f"<details><summary>{summary}</summary>{table(header, rows)}</details>"
 
 
 def _bursts(found: Sequence[Burst], plots: bool) -> list[str]:

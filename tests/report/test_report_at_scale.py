@@ -1,0 +1,58 @@
+"""The report at the users' scale (16,384 ranks): the page shows the slowest ranks' records,
+not every one, and the JSON carries every record without indentation or float noise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ckptgate.engine.records import RankRecord
+from ckptgate.report.gate import GateReport, write_report_json
+from ckptgate.report.html import MAX_RANK_ROWS, _rank_table
+from ckptgate.report.saved import bursts
+from ckptgate.report.schema import load_saved
+from tests.report.saved_runs import saved_run_at
+
+RANKS = 16384
+
+
+def test_a_burst_of_16384_ranks_lists_its_slowest_ranks_in_the_page_and_says_where_the_rest_are():
+    write = next(bursts(load_saved(saved_run_at(RANKS), "run.json")))
+    assert len(write.ranks) == RANKS
+    table = _rank_table(write)
+    assert table.count("<tr>") - 1 == MAX_RANK_ROWS  # the header row aside
+    assert f"the {MAX_RANK_ROWS} slowest ranks' records of {RANKS}" in table
+    assert "(slowest)" in table  # the slowest rank of all is among them
+    slowest = max(write.ranks, key=lambda r: r.end_s)
+    assert f">{slowest.global_rank} (slowest)<" in table
+    assert len(table) < 200_000
+
+
+def test_a_small_burst_still_lists_every_rank():
+    write = next(bursts(load_saved(saved_run_at(64), "run.json")))
+    table = _rank_table(write)
+    assert table.count("<tr>") - 1 == len(write.ranks) == 64
+    assert "every rank's record (64 ranks)" in table
+
+
+def test_the_json_report_is_compact_and_reads_back_the_same(tmp_path: Path):
+    data = saved_run_at(2048)
+    path = tmp_path / "run.json"
+    write_report_json(data, str(path))
+    text = path.read_text(encoding="utf-8")
+    assert text.count("\n") == 1 and "  " not in text
+    assert json.loads(text) == data
+
+
+def test_a_gate_reports_json_goes_through_the_same_writer(tmp_path: Path):
+    path = tmp_path / "gate.json"
+    GateReport(meta={"profile": "tmpfs"}).write_json(str(path))
+    assert path.read_text(encoding="utf-8").count("\n") == 1
+
+
+def test_a_records_times_are_kept_to_the_nanosecond():
+    record = RankRecord(0, 0, "h", 1, 0.1 + 0.2, 0.7 + 1e-12, {"write": 0.4 + 1e-13})
+    data = record.to_json()
+    assert data["start_s"] == 0.3 and data["write_s"] == 0.4
+    assert repr(data["end_s"]) == "0.7"
+    assert data["total_s"] == 0.4
