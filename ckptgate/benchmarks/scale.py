@@ -342,10 +342,17 @@ def report_files(template: dict[str, Any], count: int, ranks: int, root: str) ->
 
 
 def run_count(
-    count: int, ranks: int, root: str, template: dict[str, Any] | None
+    count: int,
+    ranks: int,
+    root: str,
+    template: dict[str, Any] | None,
+    parts: Sequence[str] | None = None,
 ) -> dict[str, PartResult]:
-    """Every part at one node count."""
-    results = {name: measure(make, count, ranks) for name, make in PARTS.items()}
+    """Every part at one node count (``parts``: only these communicator parts)."""
+    chosen = PARTS if parts is None else {p: PARTS[p] for p in parts}
+    results = {name: measure(make, count, ranks) for name, make in chosen.items()}
+    if parts is not None:
+        return results
     results.update(manifests(count, ranks, root))
     if template is not None:
         results["report"] = report_files(template, count, ranks, root)
@@ -414,6 +421,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(a run directory made and removed there; default: /dev/shm)",
     )  # fmt: skip
     parser.add_argument("--no-report", action="store_true", help="skip the report part")
+    parser.add_argument(
+        "--parts", default=None, metavar="P,P",
+        help=f"only these communicator parts ({', '.join(PARTS)}; default: all, with the "
+        "manifests and the report)",
+    )  # fmt: skip
     parser.add_argument("--json", default=None, metavar="PATH")
     args = parser.parse_args(argv)
     try:
@@ -426,10 +438,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--ranks-per-node {args.ranks_per_node}: allowed: 1 or more")
     if not os.path.isdir(args.target):
         parser.error(f"--target {args.target}: not a directory")
-    template = None if args.no_report else template_report(args.target)
+    parts = None if args.parts is None else [p.strip() for p in args.parts.split(",")]
+    unknown = [p for p in parts or [] if p not in PARTS]
+    if unknown:
+        parser.error(f"--parts {args.parts!r}: {unknown[0]!r} is not one of {', '.join(PARTS)}")
+    template = None if args.no_report or parts else template_report(args.target)
     rows = {}
     for n in counts:
-        rows[n] = run_count(n, args.ranks_per_node, args.target, template)
+        rows[n] = run_count(n, args.ranks_per_node, args.target, template, parts)
         print(f"ckptgate bench scale: {n} nodes done", file=sys.stderr, flush=True)
     print(render(rows))
     if args.json:
