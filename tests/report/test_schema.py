@@ -57,7 +57,7 @@ def test_a_saved_report_round_trips_through_its_file(tmp_path: Path) -> None:
     assert saved.verdict.line == report.verdict().line
     assert saved.profile == "tmpfs" and saved.nodes == 1 and saved.read is None
     (found,) = bursts(saved)
-    assert found.label == "write" and found.section.span_s == burst.span_s
+    assert found.label == "write" and found.section.span_s == round(burst.span_s, 9)  # to the ns
     for row, record in zip(found.ranks, burst.ranks, strict=True):
         assert (row.rank, row.global_rank, row.host, row.bytes) == (
             record.rank, record.global_rank, record.host, record.bytes)  # fmt: skip
