@@ -83,6 +83,68 @@ class SweepPlan:
             f"{self.repeats} repeat(s) each"
         )
 
+    def runs(self) -> int:
+        """Point repeats the plan measures: node counts x ranks per node x repeats."""
+        return len(self.node_counts) * len(self.ranks_per_node) * self.repeats
+
+    def time_words(self, point_s: float, budget_s: float | None) -> str:
+        """How long the plan takes, said before it starts (``point_s``: one repeat of one
+        point at the profile's required rates, ``sweep_point_s``)."""
+        budget = f" (--sweep-budget-s {budget_s:g})" if budget_s is not None else ""
+        return (
+            f"{self.runs()} point repeats, about {format_count(round(self.runs() * point_s))} s "
+            f"if the storage meets the profile's rates at every point{budget}; a slower "
+            "storage takes longer, each repeat bounded by its deadlines"
+        )
+
+
+def sweep_point_s(create_window_s: float, restart_read_s: float) -> float:
+    """One repeat of one point at the profile's required rates: its write burst and create
+    storm each within the save window (the sizing's create window), its read and the storm's
+    verification each within ``restart.read_s`` (SPEC.md's windows; ``CheckContext``)."""
+    return 2 * create_window_s + 2 * restart_read_s
+
+
+def within_budget(plan: SweepPlan, point_s: float, budget_s: float | None) -> SweepPlan:
+    """``plan`` cut to fit ``budget_s`` seconds (None: as it is): first the node counts
+    thinned to four, evenly spaced in log2 (1 and the run's count always kept), then fewer
+    repeats, then the counts down to two. ``SweepError`` naming the option where even that does not
+    fit."""
+    if budget_s is None:
+        return plan
+    if budget_s <= 0:
+        raise SweepError(f"--sweep-budget-s {budget_s:g}: allowed: a number of seconds above 0")
+    every, repeats = plan.node_counts, plan.repeats
+    kept = len(every)
+
+    def cost() -> float:
+        return kept * len(plan.ranks_per_node) * repeats * point_s
+
+    while cost() > budget_s:
+        if kept > 4:
+            kept -= 1
+        elif repeats > 1:
+            repeats -= 1
+        elif kept > 2:
+            kept -= 1
+        else:
+            raise SweepError(
+                f"--sweep-budget-s {budget_s:g}: the smallest sweep ({every[0]} and "
+                f"{every[-1]} nodes, {len(plan.ranks_per_node)} rank count(s), one repeat) "
+                f"takes about {cost():.0f} s at the profile's required rates; allowed: at "
+                "least that, or no budget"
+            )
+    counts = _spread(every, kept)
+    return SweepPlan(tuple(counts), plan.ranks_per_node, repeats, plan.run_ranks)
+
+
+def _spread(counts: Sequence[int], kept: int) -> list[int]:
+    """``kept`` of the doubling ``counts``, evenly spaced in log2 (the first and last kept)."""
+    if kept >= len(counts) or kept < 2:
+        return list(counts) if kept >= len(counts) else [counts[-1]]
+    last = len(counts) - 1
+    return [counts[round(i * last / (kept - 1))] for i in range(kept)]
+
 
 def plan_sweep(
     mode: str, ranks: Sequence[int], repeats: int, node_count: int, pool_ranks: int

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from ckptgate.checks.scaling import SweepError, doubling, plan_sweep
+from ckptgate.checks.scaling import (
+    SweepError,
+    doubling,
+    plan_sweep,
+    sweep_point_s,
+    within_budget,
+)
 from ckptgate.report.exitcodes import RunExit
 from tests.fixtures.test_plugin import SMALL, run_pytest
 
@@ -59,6 +65,30 @@ HUGE = ["--set", "cluster.gpus=256", "--set", "cluster.parallelism.dp=128",
         "--set", "model.parameters=70e12"]  # fmt: skip
 
 
+def test_a_sweep_on_2048_nodes_is_cut_to_its_budget_keeping_one_node_and_the_run():
+    """12 node counts x 3 repeats at 100 s a repeat is an hour: within 1,400 s the counts are
+    thinned to four; within 500 s one repeat each; below two points it is refused,
+    naming the option and the least it needs."""
+    plan = plan_sweep("nodes", (), 3, node_count=2048, pool_ranks=8)
+    assert plan is not None and plan.runs() == 12 * 3
+    assert within_budget(plan, 100.0, None) == plan
+    cut = within_budget(plan, 100.0, 1400.0)
+    assert cut.node_counts == (1, 16, 128, 2048)  # evenly spread in log2
+    assert cut.repeats == 3 and cut.runs() * 100.0 <= 1400.0
+    assert within_budget(plan, 100.0, 500.0).repeats == 1
+    assert "4 point repeats, about 400 s" in within_budget(plan, 100.0, 500.0).time_words(
+        100.0, 500.0
+    )
+    with pytest.raises(SweepError, match=r"--sweep-budget-s 150: .* about 200 s"):
+        within_budget(plan, 100.0, 150.0)
+    with pytest.raises(SweepError, match="--sweep-budget-s 0: allowed"):
+        within_budget(plan, 100.0, 0.0)
+
+
+def test_a_sweep_points_time_is_its_four_windows():
+    assert sweep_point_s(create_window_s=30.0, restart_read_s=60.0) == 180.0
+
+
 @pytest.fixture
 def sweep_target(tmp_path: Path) -> Path:
     """A new directory of the test's own (pytest removes it). Not under /dev/shm: the README's
@@ -80,6 +110,8 @@ def test_a_sweep_measures_every_point_and_projects_in_its_own_line(
     )  # fmt: skip
     out = result.stdout
     assert report.is_file(), out[-3000:] + result.stderr[-2000:]
+    # said in the header, before the sweep starts: its points and how long they take
+    assert "ckptgate: sweep: 1 of " in out and ": 6 point repeats, about " in out, out[:3000]
     data = json.loads(report.read_text())
     scaling = data["scaling"]
     assert [(p["nodes"], p["ranks_per_node"], p["repeat"]) for p in scaling["points"]] == [
