@@ -43,17 +43,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ckptgate.benchmarks.collectives import _facts, burst_records
+from ckptgate.benchmarks import coordination
+from ckptgate.benchmarks.coordination import (
+    TIMEOUT_S,
+    facts_405b,
+    host_name,
+    named,
+    node_burst,
+)
 from ckptgate.benchmarks.simnodes import ANY_SOURCE, Counts, SimComm, SimStatus
 from ckptgate.cluster.heartbeat import HEARTBEAT_TAG, Heartbeat
-from ckptgate.cluster.nodes import MpiNodes, pool_gate, run_everywhere
-from ckptgate.engine.latency import LatencyHistogram
-from ckptgate.engine.records import BurstResult, merge_nodes
+from ckptgate.cluster.nodes import MpiNodes
 
 NODE_COUNTS = (4, 16, 64, 256, 1024, 4096, 16384)
 FIT_FROM_NODES = 64
 """The fit uses the points from this node count up: below it fixed costs hide the growth."""
-TIMEOUT_S = 600.0
 
 
 @dataclass
@@ -76,37 +80,18 @@ class PartResult:
 
 
 def _nodes(comm: SimComm) -> MpiNodes:
-    return MpiNodes(
-        comm, clock=comm.clock, sleep=comm.clock.sleep, any_source=ANY_SOURCE, status=SimStatus
-    )
-
-
-def _host(node: int) -> str:
-    return f"node{node:05d}.cluster.example"
-
-
-def write_histogram() -> LatencyHistogram:
-    """A rank's write-transfer histogram as a 405b burst fills it (a few hundred transfers)."""
-    histogram = LatencyHistogram()
-    histogram.add_ns([2_000_000 + 37_000 * (i % 97) for i in range(420)])
-    return histogram
-
-
-def node_burst(node: int, ranks: int) -> BurstResult:
-    """One node's write-burst records, each with its transfer histogram."""
-    burst = burst_records(node, ranks)
-    return BurstResult(
-        "write",
-        tuple(dataclasses.replace(r, latency={"write": write_histogram()}) for r in burst.ranks),
+    return named(
+        MpiNodes(
+            comm, clock=comm.clock, sleep=comm.clock.sleep, any_source=ANY_SOURCE, status=SimStatus
+        )
     )
 
 
 def start_up(count: int, ranks: int) -> tuple[SimComm, Callable[[], object]]:
-    from ckptgate.fixtures.startup import check_same_everywhere, digest
+    from ckptgate.fixtures.startup import digest
 
-    facts = _facts()
+    facts = facts_405b()
     facts_digest = digest(facts)
-    run_dir = "/lustre/ckpt/ckptgate-20261203T120000Z-node00000-abcdef"
     comm = SimComm(count)
     nodes = _nodes(comm)
     base = nodes.tag_base
@@ -114,42 +99,30 @@ def start_up(count: int, ranks: int) -> tuple[SimComm, Callable[[], object]]:
     def peer_value(peer: int, tag: int) -> Any:
         step = tag - base
         if step == 1:  # learn_hosts: the host names
-            return _host(peer)
+            return host_name(peer)
         if step == 3:  # learn_hosts: the next node's host name (node 1 sends it)
-            return _host(peer)
+            return host_name(peer)
         if step == 4:  # the digest
             return facts_digest
         return None  # the broadcasts' gathers carry nothing
 
     comm.peer_value = peer_value
-
-    def run() -> object:
-        nodes.learn_hosts(TIMEOUT_S)
-        check_same_everywhere(nodes, facts)
-        nodes.bcast(12345678901234, TIMEOUT_S, "the run id")
-        return nodes.bcast((run_dir, None), TIMEOUT_S, "the run directory")
-
-    return comm, run
+    return comm, lambda: coordination.start_up(nodes, facts)
 
 
 def common_start(count: int, ranks: int) -> tuple[SimComm, Callable[[], object]]:
     comm = SimComm(count, peer_value=lambda peer, tag: True)
-    gate = pool_gate(_nodes(comm))
-    assert gate is not None
-    return comm, lambda: gate(True, TIMEOUT_S)
+    nodes = _nodes(comm)
+    return comm, lambda: coordination.common_start(nodes)
 
 
 def records_gather(count: int, ranks: int) -> tuple[SimComm, Callable[[], object]]:
     own = node_burst(0, ranks)
-    comm = SimComm(count, peer_value=lambda peer, tag: (_host(peer), node_burst(peer, ranks), None))
+    comm = SimComm(
+        count, peer_value=lambda peer, tag: (host_name(peer), node_burst(peer, ranks), None)
+    )
     nodes = _nodes(comm)
-
-    def run() -> object:
-        bursts = run_everywhere(nodes, TIMEOUT_S, "the end of the write burst", lambda: own)
-        merged = merge_nodes("write", bursts)
-        return merged, merged.to_json()
-
-    return comm, run
+    return comm, lambda: coordination.records_gather(nodes, own)
 
 
 def heartbeat(count: int, ranks: int) -> tuple[SimComm, Callable[[], object]]:
@@ -167,7 +140,10 @@ def heartbeat(count: int, ranks: int) -> tuple[SimComm, Callable[[], object]]:
     return comm, run
 
 
-PARTS: dict[str, Callable[[int, int], tuple[SimComm, Callable[[], object]]]] = {
+Part = Callable[[int, int], tuple[SimComm, Callable[[], object]]]
+"""A part: given the node count and ranks per node, node 0's communicator and its step."""
+
+PARTS: dict[str, Part] = {
     "start-up": start_up,
     "common start": common_start,
     "records gather": records_gather,
@@ -176,40 +152,38 @@ PARTS: dict[str, Callable[[int, int], tuple[SimComm, Callable[[], object]]]] = {
 """The communicator's parts: each builds node 0's end and returns the step to measure."""
 
 
-def measure(
-    make: Callable[[int, int], tuple[SimComm, Callable[[], object]]], count: int, ranks: int
-) -> PartResult:
-    """A part's node 0 seconds (peers' value building excluded) and counts, then its peak
-    memory in a second, traced run."""
-    comm, run = make(count, ranks)
+def _timed(step: Callable[[], object]) -> float:
+    """Seconds of one run of ``step`` (its result dropped after the clock stops)."""
     gc.collect()
     started = time.perf_counter()
-    kept = run()
-    seconds = time.perf_counter() - started - comm.excluded_s
-    del kept
-    counts = comm.counts
-    comm, run = make(count, ranks)
-    gc.collect()
-    tracemalloc.start()
-    kept = run()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    del kept
-    return PartResult(seconds, counts, peak)
-
-
-def _traced(step: Callable[[], object]) -> tuple[float, int]:
-    """Seconds of ``step``, then its peak traced memory in a second run."""
-    gc.collect()
-    started = time.perf_counter()
-    step()
+    kept = step()
     seconds = time.perf_counter() - started
+    del kept
+    return seconds
+
+
+def _peak(step: Callable[[], object]) -> int:
+    """The peak traced Python memory of one run of ``step``, in bytes (tracing slows a run,
+    so a part's time is never taken in the same run)."""
     gc.collect()
     tracemalloc.start()
-    step()
+    kept = step()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return seconds, peak
+    del kept
+    return peak
+
+
+def node0_seconds(make: Part, count: int, ranks: int) -> tuple[float, Counts]:
+    """A part's node 0 seconds (the peers' value building excluded) and counts, one run."""
+    comm, run = make(count, ranks)
+    return _timed(run) - comm.excluded_s, comm.counts
+
+
+def measure(make: Part, count: int, ranks: int) -> PartResult:
+    """A part's node 0 seconds and counts, then its peak memory in a second, traced run."""
+    seconds, counts = node0_seconds(make, count, ranks)
+    return PartResult(seconds, counts, _peak(make(count, ranks)[1]))
 
 
 def manifests(count: int, ranks: int, root: str) -> dict[str, PartResult]:
@@ -243,7 +217,7 @@ def manifests(count: int, ranks: int, root: str) -> dict[str, PartResult]:
     started = time.perf_counter()
     write_parts()
     results["manifests"] = PartResult(time.perf_counter() - started, Counts())
-    verify_s, verify_peak = _traced(lambda: verify_run(run_dir))
+    verify_s, verify_peak = _timed(lambda: verify_run(run_dir)), _peak(lambda: verify_run(run_dir))
     report = verify_run(run_dir)
     if not report.ok or report.files != count * ranks:
         raise RuntimeError(f"verify of the harness's run: {report.summary()}")
@@ -293,7 +267,7 @@ def scaled_report(template: dict[str, Any], count: int, ranks: int) -> dict[str,
                             "rank": r,
                             "global_rank": n * ranks + r,
                             "node": n,
-                            "host": _host(n),
+                            "host": host_name(n),
                         }
                         for n in range(count)
                         for r in range(ranks)
@@ -332,7 +306,7 @@ def report_files(template: dict[str, Any], count: int, ranks: int, root: str) ->
         write_html(saved, paths["html"], source=paths["json"])
         render_text(load_runs([paths["json"], paths["json"]]))
 
-    seconds, peak = _traced(write)
+    seconds, peak = _timed(write), _peak(write)
     files = {}
     for name in sorted(os.listdir(out)):
         files[name] = os.path.getsize(os.path.join(out, name))
@@ -426,8 +400,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"only these communicator parts ({', '.join(PARTS)}; default: all, with the "
         "manifests and the report)",
     )  # fmt: skip
+    parser.add_argument(
+        "--mpi", default=None, metavar="N,N",
+        help="instead: the communicator parts beside a real mpirun -np N run of the same code "
+        "(ckptgate.benchmarks.prediction; needs mpi4py and mpirun)",
+    )  # fmt: skip
+    parser.add_argument("--repeats", type=int, default=5, help="with --mpi (default: 5)")
+    parser.add_argument("--inner", type=int, default=5, help="with --mpi: each step's runs "
+                        "in a repeat, the median kept (default: 5)")  # fmt: skip
     parser.add_argument("--json", default=None, metavar="PATH")
     args = parser.parse_args(argv)
+    if args.mpi is not None:
+        return _against_mpi(parser, args)
     try:
         counts = sorted({int(n) for n in args.nodes.split(",")})
     except ValueError:
@@ -452,6 +436,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.json, "w", encoding="utf-8") as handle:
             figures = {str(n): {p: r.to_json() for p, r in rows[n].items()} for n in counts}
             json.dump({"ranks_per_node": args.ranks_per_node, "nodes": figures}, handle, indent=2)
+    return 0
+
+
+def _against_mpi(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from ckptgate.benchmarks import prediction
+
+    try:
+        counts = [int(n) for n in args.mpi.split(",")]
+    except ValueError:
+        parser.error(f"--mpi {args.mpi!r}: allowed: node counts >= 2, comma-separated")
+    if not counts or min(counts) < 2 or args.repeats < 1 or args.inner < 1:
+        parser.error(f"--mpi {args.mpi!r}: allowed: node counts >= 2; --repeats, --inner >= 1")
+    rows = prediction.compare(counts, args.ranks_per_node, args.repeats, args.inner, TIMEOUT_S)
+    print(prediction.render(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump([row.to_json() for row in rows], handle, indent=2)
     return 0
 
 

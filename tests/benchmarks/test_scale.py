@@ -9,11 +9,11 @@ import tracemalloc
 
 import pytest
 
-from ckptgate.benchmarks import scale
+from ckptgate.benchmarks import coordination, scale
 from ckptgate.benchmarks.simnodes import ANY_SOURCE, SimComm, SimStatus
-from ckptgate.cluster.nodes import MpiNodes
+from ckptgate.cluster.nodes import MpiNodes, run_everywhere
 from ckptgate.engine.latency import LatencyHistogram
-from ckptgate.engine.records import BurstResult
+from ckptgate.engine.records import BurstResult, merge_nodes
 
 NODES = 1024
 RANKS = 8
@@ -64,16 +64,18 @@ def _gather_peak_bytes(transfers: int) -> int:
         return made
 
     def burst(node: int) -> BurstResult:
-        records = scale.burst_records(node, RANKS).ranks
+        records = coordination.node_burst(node, RANKS).ranks
         return BurstResult(
             "write", tuple(dataclasses.replace(r, latency={"write": histogram()}) for r in records)
         )
 
-    comm = SimComm(NODES, peer_value=lambda peer, tag: (scale._host(peer), burst(peer), None))
+    comm = SimComm(
+        NODES, peer_value=lambda peer, tag: (coordination.host_name(peer), burst(peer), None)
+    )
     nodes = scale._nodes(comm)
     tracemalloc.start()
-    bursts = scale.run_everywhere(nodes, 600.0, "the burst", lambda: burst(0))
-    merged = scale.merge_nodes("write", bursts)
+    bursts = run_everywhere(nodes, 600.0, "the burst", lambda: burst(0))
+    merged = merge_nodes("write", bursts)
     merged.to_json()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
