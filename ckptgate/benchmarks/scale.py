@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ckptgate.benchmarks import coordination
+from ckptgate.benchmarks import coordination, pageload
 from ckptgate.benchmarks.coordination import (
     TIMEOUT_S,
     facts_405b,
@@ -69,6 +69,9 @@ class PartResult:
     peak_bytes: int = 0
     files: dict[str, int] = field(default_factory=dict)
     """Report files' sizes in bytes, by name."""
+    open_s: float | None = None
+    """Seconds headless Chromium takes to open the HTML page beyond a blank page
+    (``pageload``; None: not measured)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,7 @@ class PartResult:
             "peak_bytes": self.peak_bytes,
             **dataclasses.asdict(self.counts),
             **({"files": self.files} if self.files else {}),
+            **({"open_s": self.open_s} if self.open_s is not None else {}),
         }
 
 
@@ -287,8 +291,11 @@ def scaled_report(template: dict[str, Any], count: int, ranks: int) -> dict[str,
     return data
 
 
-def report_files(template: dict[str, Any], count: int, ranks: int, root: str) -> PartResult:
-    """The report's JSON, CSV and HTML of ``count`` nodes, and ``compare`` of it with itself."""
+def report_files(
+    template: dict[str, Any], count: int, ranks: int, root: str, browser: bool = False
+) -> PartResult:
+    """The report's JSON, CSV and HTML of ``count`` nodes, and ``compare`` of it with itself
+    (``browser``: and the HTML's opening in headless Chromium, ``pageload``)."""
     from ckptgate.report.compare import load_runs, render_text
     from ckptgate.report.csvfiles import write_csv
     from ckptgate.report.gate import write_report_json
@@ -307,12 +314,13 @@ def report_files(template: dict[str, Any], count: int, ranks: int, root: str) ->
         render_text(load_runs([paths["json"], paths["json"]]))
 
     seconds, peak = _timed(write), _peak(write)
+    open_s = pageload.open_seconds(paths["html"]) if browser else None
     files = {}
     for name in sorted(os.listdir(out)):
         files[name] = os.path.getsize(os.path.join(out, name))
         os.remove(os.path.join(out, name))
     os.rmdir(out)
-    return PartResult(seconds, Counts(), peak, files)
+    return PartResult(seconds, Counts(), peak, files, open_s)
 
 
 def run_count(
@@ -321,15 +329,17 @@ def run_count(
     root: str,
     template: dict[str, Any] | None,
     parts: Sequence[str] | None = None,
+    browser: bool = False,
 ) -> dict[str, PartResult]:
-    """Every part at one node count (``parts``: only these communicator parts)."""
+    """Every part at one node count (``parts``: only these communicator parts; ``browser``:
+    the HTML's opening in Chromium too)."""
     chosen = PARTS if parts is None else {p: PARTS[p] for p in parts}
     results = {name: measure(make, count, ranks) for name, make in chosen.items()}
     if parts is not None:
         return results
     results.update(manifests(count, ranks, root))
     if template is not None:
-        results["report"] = report_files(template, count, ranks, root)
+        results["report"] = report_files(template, count, ranks, root, browser)
     return results
 
 
@@ -379,6 +389,9 @@ def render(rows: dict[int, dict[str, PartResult]]) -> str:
             for name in files:
                 sizes = ", ".join(f"{rows[n][part].files[name] / 1e6:.3g}" for n in counts)
                 lines.append(f"  {name} MB by node count: {sizes}")
+        if rows[counts[-1]][part].open_s is not None:
+            opened = ", ".join(f"{rows[n][part].open_s or 0:.2f}" for n in counts)
+            lines.append(f"  report.html opens in Chromium (s beyond a blank page): {opened}")
         lines.append("")
     return "\n".join(lines)
 
@@ -395,6 +408,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(a run directory made and removed there; default: /dev/shm)",
     )  # fmt: skip
     parser.add_argument("--no-report", action="store_true", help="skip the report part")
+    parser.add_argument(
+        "--browser", action="store_true",
+        help="time the HTML page's opening in headless Chromium too (benchmarks.pageload)",
+    )  # fmt: skip
     parser.add_argument(
         "--parts", default=None, metavar="P,P",
         help=f"only these communicator parts ({', '.join(PARTS)}; default: all, with the "
@@ -429,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     template = None if args.no_report or parts else template_report(args.target)
     rows = {}
     for n in counts:
-        rows[n] = run_count(n, args.ranks_per_node, args.target, template, parts)
+        rows[n] = run_count(n, args.ranks_per_node, args.target, template, parts, args.browser)
         print(f"ckptgate bench scale: {n} nodes done", file=sys.stderr, flush=True)
     print(render(rows))
     if args.json:
