@@ -430,64 +430,138 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+Where = str | tuple[Any, str | int]
+"""Where a value is in the file: the root's name, or (where its parent is, its key or index);
+made into text (``_where``) only for an error, so that reading a report of 16,384 ranks builds
+no path string for any of its values."""
+
+Reader = typing.Callable[[Any, Where, str], Any]
+"""Reads one JSON value of one type hint: (the value, where it is, the file's name)."""
+
+
+def _where(where: Where) -> str:
+    """``where`` as the error message names it: ``write.ranks[3].bytes``."""
+    keys: list[str | int] = []
+    while isinstance(where, tuple):
+        where, key = where
+        keys.append(key)
+    text = where
+    for key in reversed(keys):
+        text = f"{text}[{key}]" if isinstance(key, int) else f"{text}.{key}" if text else key
+    return text
+
+
 def _build(cls: type[T], raw: Any, path: str, source: str) -> T:
     """``raw`` (a JSON object) as the dataclass ``cls``: each field the schema names is
     checked against its type; keys it does not name are left to ``SavedReport.data``."""
-    if not isinstance(raw, dict):
-        raise _wrong(source, path, raw, "an object")
-    values = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name == "data" and cls is SavedReport:
-            continue
-        key = f"{path}.{f.name}" if path else f.name
-        if f.name not in raw:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ReportSchemaError(f"{source}: key '{key}' is missing; expected it")
-            continue
-        values[f.name] = _value(_hints(typing.cast(type, cls))[f.name], raw[f.name], key, source)
-    return cls(**values)
+    return typing.cast(T, _reader(typing.cast(Any, cls))(raw, path, source))
 
 
-def _value(hint: Any, raw: Any, path: str, source: str) -> Any:
+@functools.cache
+def _reader(hint: Any) -> Reader:
+    """The reader of ``hint``'s values, made once per hint (the type checks decided here, not
+    once for every value of a report)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is types.UnionType or origin is typing.Union:
-        if raw is None and type(None) in args:
-            return None
         (inner,) = [a for a in args if a is not type(None)]
-        return _value(inner, raw, path, source)
+        return _optional(_reader(inner)) if type(None) in args else _reader(inner)
     if origin is Literal:
-        if raw not in args or isinstance(raw, bool):
-            raise _wrong(source, path, raw, " or ".join(repr(a) for a in args))
-        return raw
+        return _literal(args)
     if origin is tuple:
-        if not isinstance(raw, list):
-            raise _wrong(source, path, raw, "an array")
-        return tuple(_value(args[0], v, f"{path}[{n}]", source) for n, v in enumerate(raw))
+        return _array(args[0])
     if origin is dict:
-        if not isinstance(raw, dict):
-            raise _wrong(source, path, raw, "an object")
-        return {k: _value(args[1], v, f"{path}.{k}", source) for k, v in raw.items()}
+        return _object(args[1])
     if dataclasses.is_dataclass(hint):
-        return _build(typing.cast(type, hint), raw, path, source)
+        return _dataclass(typing.cast(type, hint))
     if hint is Any:
+        return lambda raw, where, source: raw
+    if hint in _SCALARS:
+        return _scalar(hint)
+    raise TypeError(f"report schema: no reader for {hint!r}")  # the schema's own bug
+
+
+def _optional(inner: Reader) -> Reader:
+    def read(raw: Any, where: Where, source: str) -> Any:
+        return None if raw is None else inner(raw, where, source)
+
+    return read
+
+
+def _literal(allowed: tuple[Any, ...]) -> Reader:
+    def read(raw: Any, where: Where, source: str) -> Any:
+        if raw not in allowed or isinstance(raw, bool):
+            raise _wrong(source, _where(where), raw, " or ".join(repr(a) for a in allowed))
         return raw
-    if hint is bool:
-        if not isinstance(raw, bool):
-            raise _wrong(source, path, raw, "true or false")
-        return raw
-    if hint is int:
-        if not isinstance(raw, int) or isinstance(raw, bool):
-            raise _wrong(source, path, raw, "an integer")
-        return raw
-    if hint is float:
-        if not isinstance(raw, int | float) or isinstance(raw, bool):
-            raise _wrong(source, path, raw, "a number")
-        return float(raw)
-    if hint is str:
-        if not isinstance(raw, str):
-            raise _wrong(source, path, raw, "a string")
-        return raw
-    raise TypeError(f"report schema: no reader for {hint!r} at {path}")  # the schema's own bug
+
+    return read
+
+
+def _array(item: Any) -> Reader:
+    def read(raw: Any, where: Where, source: str) -> Any:
+        if not isinstance(raw, list):
+            raise _wrong(source, _where(where), raw, "an array")
+        return tuple([each(v, (where, n), source) for n, v in enumerate(raw)])
+
+    each = _reader(item)
+    return read
+
+
+def _object(value: Any) -> Reader:
+    def read(raw: Any, where: Where, source: str) -> Any:
+        if not isinstance(raw, dict):
+            raise _wrong(source, _where(where), raw, "an object")
+        return {k: each(v, (where, k), source) for k, v in raw.items()}
+
+    each = _reader(value)
+    return read
+
+
+def _dataclass(cls: type) -> Reader:
+    fields = [f for f in dataclasses.fields(cls) if not (f.name == "data" and cls is SavedReport)]
+    required = {
+        f.name
+        for f in fields
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    readers: list[tuple[str, Reader]] = []
+    """Each field's reader, made at the first value read (a field's type may be a dataclass
+    defined after this one)."""
+
+    def read(raw: Any, where: Where, source: str) -> Any:
+        if not isinstance(raw, dict):
+            raise _wrong(source, _where(where), raw, "an object")
+        if not readers:
+            hints = _hints(cls)
+            readers.extend((f.name, _reader(hints[f.name])) for f in fields)
+        values = {}
+        for name, reader in readers:
+            if name in raw:
+                values[name] = reader(raw[name], (where, name), source)
+            elif name in required:
+                raise ReportSchemaError(f"{source}: key '{_where((where, name))}' is missing; "
+                                        "expected it")  # fmt: skip
+        return cls(**values)
+
+    return read
+
+
+def _scalar(hint: type) -> Reader:
+    expected, allowed = _SCALARS[hint]
+
+    def read(raw: Any, where: Where, source: str) -> Any:
+        if not isinstance(raw, allowed) or (hint is not bool and isinstance(raw, bool)):
+            raise _wrong(source, _where(where), raw, expected)
+        return float(typing.cast(float, raw)) if hint is float else raw
+
+    return read
+
+
+_SCALARS: dict[type, tuple[str, type | tuple[type, ...]]] = {
+    bool: ("true or false", bool),
+    int: ("an integer", int),
+    float: ("a number", (int, float)),
+    str: ("a string", str),
+}
 
 
 def _wrong(source: str, path: str, raw: Any, expected: str) -> ReportSchemaError:
