@@ -190,32 +190,39 @@ def measure(make: Part, count: int, ranks: int) -> PartResult:
     return PartResult(seconds, counts, _peak(make(count, ranks)[1]))
 
 
-def manifests(count: int, ranks: int, root: str) -> dict[str, PartResult]:
-    """N manifest parts of ``ranks`` files each (empty files: I/O made small), then
-    ``ckptgate verify`` and ``ckptgate clean`` of the run directory."""
+def write_manifest_part(run_dir: str, node: int, count: int, ranks: int) -> None:
+    """Node ``node``'s manifest part of ``ranks`` files in ``run_dir``'s ``round-1`` (which
+    node 0 makes), each file made empty (I/O made small)."""
     from ckptgate.storage.appender import LocalAppender, ManifestSink
-    from ckptgate.storage.clean import clean_run
     from ckptgate.storage.manifest import ManifestWriter
+
+    round_dir = f"{run_dir}/round-1"
+    sink = cast(ManifestSink, LocalAppender())  # the run's own, unbounded: no helper
+    writer = ManifestWriter(run_dir, node, sink=sink, nodes=count, run_id=1)
+    paths = [f"{round_dir}/__{node * ranks + r}_0.distcp" for r in range(ranks)]
+    if node == 0:
+        os.mkdir(round_dir)
+        writer.add_dirs([run_dir, round_dir])
+    writer.add_files(paths, sizes=[0] * ranks)
+    for path in paths:
+        with open(path, "wb"):
+            pass
+    writer.ended(kept=True)
+    writer.close()
+
+
+def manifests(count: int, ranks: int, root: str) -> dict[str, PartResult]:
+    """N manifest parts of ``ranks`` files each (``write_manifest_part``, every node's from
+    this one process), then ``ckptgate verify`` and ``ckptgate clean`` of the run directory."""
+    from ckptgate.storage.clean import clean_run
     from ckptgate.storage.runs import judge_run
     from ckptgate.storage.verify import verify_run
 
     run_dir = tempfile.mkdtemp(prefix="ckptgate-scale-", dir=root)
-    round_dir = f"{run_dir}/round-1"
-    os.mkdir(round_dir)
 
     def write_parts() -> None:
         for node in range(count):
-            sink = cast(ManifestSink, LocalAppender())  # the run's own, unbounded: no helper
-            writer = ManifestWriter(run_dir, node, sink=sink, nodes=count, run_id=1)
-            paths = [f"{round_dir}/__{node * ranks + r}_0.distcp" for r in range(ranks)]
-            if node == 0:
-                writer.add_dirs([run_dir, round_dir])
-            writer.add_files(paths, sizes=[0] * ranks)
-            for path in paths:
-                with open(path, "wb"):
-                    pass
-            writer.ended(kept=True)
-            writer.close()
+            write_manifest_part(run_dir, node, count, ranks)
 
     results: dict[str, PartResult] = {}
     started = time.perf_counter()
