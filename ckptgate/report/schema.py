@@ -464,7 +464,9 @@ def _reader(hint: Any) -> Reader:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is types.UnionType or origin is typing.Union:
         (inner,) = [a for a in args if a is not type(None)]
-        return _optional(_reader(inner)) if type(None) in args else _reader(inner)
+        if type(None) not in args:
+            return _reader(inner)
+        return _scalar(inner, optional=True) if inner in _SCALARS else _optional(_reader(inner))
     if origin is Literal:
         return _literal(args)
     if origin is tuple:
@@ -545,22 +547,38 @@ def _dataclass(cls: type) -> Reader:
     return read
 
 
-def _scalar(hint: type) -> Reader:
+def _scalar(hint: type, optional: bool = False) -> Reader:
+    """A number's, a string's or a flag's reader (``optional``: null too): the most values of
+    a report, so each reader is its type's own, with ``type() is`` tests (a JSON number is a
+    Python int or float, never a subclass; ``bool`` is an int, refused where a number is)."""
     expected, allowed = _SCALARS[hint]
+    if hint is float:
+
+        def read_float(raw: Any, where: Where, source: str) -> Any:
+            kind = type(raw)
+            if kind is float:
+                return raw
+            if kind is int:
+                return float(raw)
+            if raw is None and optional:
+                return None
+            raise _wrong(source, _where(where), raw, expected)
+
+        return read_float
 
     def read(raw: Any, where: Where, source: str) -> Any:
-        if not isinstance(raw, allowed) or (hint is not bool and isinstance(raw, bool)):
-            raise _wrong(source, _where(where), raw, expected)
-        return float(typing.cast(float, raw)) if hint is float else raw
+        if type(raw) in allowed or (raw is None and optional):
+            return raw
+        raise _wrong(source, _where(where), raw, expected)
 
     return read
 
 
-_SCALARS: dict[type, tuple[str, type | tuple[type, ...]]] = {
-    bool: ("true or false", bool),
-    int: ("an integer", int),
+_SCALARS: dict[type, tuple[str, tuple[type, ...]]] = {
+    bool: ("true or false", (bool,)),
+    int: ("an integer", (int,)),
     float: ("a number", (int, float)),
-    str: ("a string", str),
+    str: ("a string", (str,)),
 }
 
 
