@@ -4,6 +4,8 @@
     ckptgate sizing 405b [--set k=v] [--json] [--sweep]                  # requirements only
     ckptgate bench write|read|create --target DIR                        # suite vs fio
     ckptgate bench scale [--nodes 4,16,...]                # node 0's coordination vs N
+    ckptgate bench predict [--nodes 64,128]                # the harness vs a real mpirun
+    ckptgate bench verify --target DIR                     # ckptgate verify against fio
     ckptgate verify RUN_DIR                   # re-check a run kept with --keep, every byte
     ckptgate clean TARGET [--force-stale]     # remove what dead runs left, by their manifests
     ckptgate report RUN.json [--html OUT.html] [--csv OUT.csv]           # a saved report
@@ -97,6 +99,14 @@ def _bench(argv: Sequence[str]) -> int:
         from ckptgate.benchmarks.scale import main as scale_main
 
         return scale_main(argv[1:])
+    if argv[:1] == ["predict"]:
+        from ckptgate.benchmarks.prediction import main as predict_main
+
+        return predict_main(argv[1:])
+    if argv[:1] == ["verify"]:
+        from ckptgate.benchmarks.verify_speed import main as verify_main
+
+        return verify_main(argv[1:])
     from ckptgate.benchmarks.compare import main
 
     return main(argv)

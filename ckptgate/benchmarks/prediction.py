@@ -1,6 +1,6 @@
 """The scale harness against a real MPI run of the same N: does the harness predict node 0?
 
-    ckptgate bench scale --mpi 64,128 [--repeats 5] [--inner 5]
+    ckptgate bench predict --nodes 64,128 [--repeats 5] [--inner 5] [--json PATH]
 
 For each N, alternately (the harness first on even repeats, the real run first on odd ones),
 the harness's communicator parts that a real run has without a heartbeat thread (the
@@ -17,13 +17,16 @@ differ by the polls that found nothing while the real peers were late).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import json
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ckptgate.benchmarks import collectives, scale
+from ckptgate.benchmarks.coordination import TIMEOUT_S
 
 PARTS = collectives.STEPS
 """The parts both runs have (the heartbeat needs a thread that the MPI benchmark leaves off)."""
@@ -156,3 +159,31 @@ def render(rows: Sequence[Compared]) -> str:
             f"{_pair(h, r, 'probes'):>11}  {_ratio(row, False)}{with_transport}"
         )
     return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ckptgate bench predict", description=__doc__)
+    parser.add_argument("--nodes", default="64,128", help="MPI process counts (default: 64,128)")
+    parser.add_argument("--ranks-per-node", type=int, default=8, help="default: 8")
+    parser.add_argument("--repeats", type=int, default=5, help="default: 5")
+    parser.add_argument(
+        "--inner", type=int, default=5,
+        help="each step's runs in a repeat, the median kept (default: 5)",
+    )  # fmt: skip
+    parser.add_argument("--json", default=None, metavar="PATH")
+    args = parser.parse_args(argv)
+    try:
+        counts = [int(n) for n in args.nodes.split(",")]
+    except ValueError:
+        parser.error(f"--nodes {args.nodes!r}: allowed: node counts >= 2, comma-separated")
+    if not counts or min(counts) < 2:
+        parser.error(f"--nodes {args.nodes!r}: allowed: node counts >= 2, comma-separated")
+    for name in ("ranks_per_node", "repeats", "inner"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: allowed: 1 or more")
+    rows = compare(counts, args.ranks_per_node, args.repeats, args.inner, TIMEOUT_S)
+    print(render(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump([row.to_json() for row in rows], handle, indent=2)
+    return 0

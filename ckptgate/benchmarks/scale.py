@@ -45,7 +45,6 @@ from typing import Any, cast
 
 from ckptgate.benchmarks import coordination, pageload
 from ckptgate.benchmarks.coordination import (
-    TIMEOUT_S,
     facts_405b,
     host_name,
     named,
@@ -424,18 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"only these communicator parts ({', '.join(PARTS)}; default: all, with the "
         "manifests and the report)",
     )  # fmt: skip
-    parser.add_argument(
-        "--mpi", default=None, metavar="N,N",
-        help="instead: the communicator parts beside a real mpirun -np N run of the same code "
-        "(ckptgate.benchmarks.prediction; needs mpi4py and mpirun)",
-    )  # fmt: skip
-    parser.add_argument("--repeats", type=int, default=5, help="with --mpi (default: 5)")
-    parser.add_argument("--inner", type=int, default=5, help="with --mpi: each step's runs "
-                        "in a repeat, the median kept (default: 5)")  # fmt: skip
     parser.add_argument("--json", default=None, metavar="PATH")
     args = parser.parse_args(argv)
-    if args.mpi is not None:
-        return _against_mpi(parser, args)
     try:
         counts = sorted({int(n) for n in args.nodes.split(",")})
     except ValueError:
@@ -460,23 +449,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.json, "w", encoding="utf-8") as handle:
             figures = {str(n): {p: r.to_json() for p, r in rows[n].items()} for n in counts}
             json.dump({"ranks_per_node": args.ranks_per_node, "nodes": figures}, handle, indent=2)
-    return 0
-
-
-def _against_mpi(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from ckptgate.benchmarks import prediction
-
-    try:
-        counts = [int(n) for n in args.mpi.split(",")]
-    except ValueError:
-        parser.error(f"--mpi {args.mpi!r}: allowed: node counts >= 2, comma-separated")
-    if not counts or min(counts) < 2 or args.repeats < 1 or args.inner < 1:
-        parser.error(f"--mpi {args.mpi!r}: allowed: node counts >= 2; --repeats, --inner >= 1")
-    rows = prediction.compare(counts, args.ranks_per_node, args.repeats, args.inner, TIMEOUT_S)
-    print(prediction.render(rows))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump([row.to_json() for row in rows], handle, indent=2)
     return 0
 
 

@@ -14,7 +14,7 @@ from ckptgate.storage.clean import clean_run
 from ckptgate.storage.lease import FORCE_STALE_AFTER_S, LEASE_FRESH_S
 from ckptgate.storage.manifest import ManifestDamaged, ManifestError
 from ckptgate.storage.runs import find_runs, judge_run
-from ckptgate.storage.verify import Problem, verify_run
+from ckptgate.storage.verify import DEFAULT_JOBS, Problem, verify_run
 
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace | int:
@@ -48,6 +48,11 @@ def _verify_parser() -> _Parser:
     parser.add_argument(
         "run_dir", metavar="RUN_DIR", help="the kept run directory (<target>/ckptgate-...)"
     )
+    parser.add_argument(
+        "--jobs", type=int, default=DEFAULT_JOBS, metavar="N",
+        help="files read and checked at once (default: %(default)s, this machine's cores up "
+        "to 8): one stream reads a big checkpoint at one stream's speed",
+    )  # fmt: skip
     return parser
 
 
@@ -59,12 +64,15 @@ def verify_main(argv: Sequence[str]) -> int:
     if not os.path.isdir(args.run_dir):
         print(f"ckptgate verify: {args.run_dir}: no such directory", file=sys.stderr)
         return 2
+    if args.jobs < 1:
+        print(f"ckptgate verify: --jobs {args.jobs}: allowed: 1 or more", file=sys.stderr)
+        return 2
 
     def show(problem: Problem) -> None:
         print(f"ckptgate verify: {problem.line()}", flush=True)
 
     try:
-        report = verify_run(args.run_dir, on_problem=show)
+        report = verify_run(args.run_dir, on_problem=show, jobs=args.jobs)
     except ManifestDamaged as error:
         print(
             f"ckptgate verify {args.run_dir}: FAILED: {error}: the run's own record of what it "

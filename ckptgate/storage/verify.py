@@ -14,8 +14,10 @@ problem is one line naming the file, what wrote it and, for a wrong byte, the fi
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -90,24 +92,53 @@ class VerifyReport:
         return "; ".join(words)
 
 
+@dataclass
+class _FileCheck:
+    """One listed file's verification, made on its own (in a worker thread with ``jobs``) and
+    added to the report in manifest order."""
+
+    kind: str = "stamped"
+    """``missing``, ``unchecked`` (no size recorded), ``size only`` or ``stamped``."""
+    verified_bytes: int = 0
+    problems: list[tuple[int | None, str]] = field(default_factory=list)
+    """(offset or None, what) in the order found."""
+
+    def problem(self, offset: int | None, what: str) -> None:
+        self.problems.append((offset, what))
+
+
+DEFAULT_JOBS = min(8, os.cpu_count() or 1)
+"""Files verified at once by default: one stream reads at one stream's speed (a client's
+reads of a big checkpoint want several in flight); reading releases Python's GIL, so threads
+overlap the storage's latency and each other's hashing."""
+
+
 def verify_run(
-    run_dir: str, *, on_problem: Callable[[Problem], None] | None = None
+    run_dir: str,
+    *,
+    on_problem: Callable[[Problem], None] | None = None,
+    jobs: int = 1,
 ) -> VerifyReport:
-    """Check every file the manifest parts of ``run_dir`` list; raise ``ManifestError`` where
-    node 0's part cannot be read. ``on_problem`` hears each problem as it is found."""
+    """Check every file the manifest parts of ``run_dir`` list, ``jobs`` at a time; raise
+    ``ManifestError`` where node 0's part cannot be read. ``on_problem`` hears each problem as
+    it is added (in manifest order, whatever ``jobs``)."""
+    if jobs < 1:
+        raise ValueError(f"jobs: {jobs}: allowed: 1 or more")
     run_dir = os.path.abspath(run_dir)
     parts, missing = read_run_manifests(run_dir)
     report = VerifyReport(run_dir, parts=len(parts))
 
-    def problem(path: str, offset: int | None, what: str) -> None:
-        listed = next((p.files[path] for p in parts if path in p.files), None)
-        found = Problem(path, offset, what, listed.writer if listed else None)
+    def problem(path: str, offset: int | None, what: str, writer: str | None) -> None:
+        found = Problem(path, offset, what, writer)
         report.problems.append(found)
         if on_problem is not None:
             on_problem(found)
 
     for line in missing:
-        problem(line.split(":", 1)[0], None, "manifest part missing (that node's files unchecked)")
+        problem(
+            line.split(":", 1)[0], None, "manifest part missing (that node's files unchecked)", None
+        )
+    listed_files: list[ListedFile] = []
     for part in parts:
         if part.torn:
             report.notes.append(f"{part.path}: last line cut short (the run died writing it)")
@@ -116,73 +147,82 @@ def verify_run(
                 f"{part.path}: the run did not end normally: files it was writing when it "
                 "died may be short"
             )
-        for listed in part.files.values():
-            if listed.meta:
-                continue
-            report.files += 1
-            writer = listed.writer or UNRECORDED
-            report.writers[writer] = report.writers.get(writer, 0) + 1
-            _verify_file(run_dir, listed, report, problem)
+        listed_files.extend(listed for listed in part.files.values() if not listed.meta)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        checks: Iterable[_FileCheck] = (
+            map(functools.partial(_verify_file, run_dir), listed_files)
+            if jobs == 1
+            else pool.map(functools.partial(_verify_file, run_dir), listed_files)
+        )
+        for listed, check in zip(listed_files, checks, strict=True):
+            _add(report, listed, check)
+            for offset, what in check.problems:
+                problem(listed.path, offset, what, listed.writer)
     return report
 
 
-def _verify_file(
-    run_dir: str,
-    listed: ListedFile,
-    report: VerifyReport,
-    problem: Callable[[str, int | None, str], None],
-) -> None:
+def _add(report: VerifyReport, listed: ListedFile, check: _FileCheck) -> None:
+    """One file's check into the report's counts."""
+    report.files += 1
+    writer = listed.writer or UNRECORDED
+    report.writers[writer] = report.writers.get(writer, 0) + 1
+    if check.kind == "unchecked":
+        report.unchecked_files += 1
+    elif check.kind == "size only":
+        report.size_only_files += 1
+        report.size_only_writers[writer] = report.size_only_writers.get(writer, 0) + 1
+    elif check.kind == "stamped":
+        report.stamped_files += 1
+    report.verified_bytes += check.verified_bytes
+
+
+def _verify_file(run_dir: str, listed: ListedFile) -> _FileCheck:
     path = f"{run_dir}/{listed.path}"
+    check = _FileCheck()
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:
-        problem(listed.path, None, "missing (the manifest lists it)")
-        return
+        check.kind = "missing"
+        check.problem(None, "missing (the manifest lists it)")
+        return check
     except OSError as error:
-        problem(listed.path, None, f"cannot stat ({error.strerror})")
-        return
+        check.kind = "missing"
+        check.problem(None, f"cannot stat ({error.strerror})")
+        return check
     if listed.stamp is None and listed.head is None:
         if listed.bytes is None:
-            report.unchecked_files += 1
+            check.kind = "unchecked"
         else:
-            report.size_only_files += 1
-            writer = listed.writer or UNRECORDED
-            report.size_only_writers[writer] = report.size_only_writers.get(writer, 0) + 1
+            check.kind = "size only"
             if size != listed.bytes:
-                problem(listed.path, None, f"size {size:,} B, the run wrote {listed.bytes:,} B")
-        return
-    report.stamped_files += 1
+                check.problem(None, f"size {size:,} B, the run wrote {listed.bytes:,} B")
+        return check
     expected = listed.bytes if listed.bytes is not None else size
     if size < expected:
-        problem(listed.path, size, f"truncated: file ends at {size:,} B, wrote {expected:,} B")
+        check.problem(size, f"truncated: file ends at {size:,} B, wrote {expected:,} B")
     elif size > expected:
-        problem(listed.path, expected, f"longer than written: {size:,} B, wrote {expected:,} B")
+        check.problem(expected, f"longer than written: {size:,} B, wrote {expected:,} B")
     start = 0
     if listed.head is not None:
-        start = _verify_head(path, listed, listed.head, report, problem)
+        start = _verify_head(path, listed.head, check)
         if start < 0:
-            return
+            return check
     if listed.stamp is not None:
-        _verify_bytes(path, listed, start, min(size, expected), report, problem)
+        _verify_bytes(path, listed, start, min(size, expected), check)
+    return check
 
 
-def _verify_head(
-    path: str,
-    listed: ListedFile,
-    head: bytes,
-    report: VerifyReport,
-    problem: Callable[[str, int | None, str], None],
-) -> int:
+def _verify_head(path: str, head: bytes, check: _FileCheck) -> int:
     """Compare the file's first bytes with the recorded ``head``; return where the stamped
     rest begins (-1 where the file could not be read)."""
     try:
         with open(path, "rb") as handle:
             got = handle.read(len(head))
     except OSError as error:
-        problem(listed.path, None, f"cannot read ({error.strerror})")
+        check.problem(None, f"cannot read ({error.strerror})")
         return -1
     if got == head:
-        report.verified_bytes += len(head)
+        check.verified_bytes += len(head)
         return len(head)
     width = min(len(got), len(head))
     differs = np.flatnonzero(
@@ -190,24 +230,18 @@ def _verify_head(
     )
     if differs.size:
         first = int(differs[0])
-        problem(
-            listed.path,
+        check.problem(
             first,
             f"byte differs from what the run wrote (read 0x{got[first]:02x}, wrote "
             f"0x{head[first]:02x}; {differs.size} byte(s) of its first {len(head):,} differ)",
         )
     else:
-        problem(listed.path, len(got), "read ended early (file shrank?)")
+        check.problem(len(got), "read ended early (file shrank?)")
     return len(head)
 
 
 def _verify_bytes(
-    path: str,
-    listed: ListedFile,
-    start: int,
-    length: int,
-    report: VerifyReport,
-    problem: Callable[[str, int | None, str], None],
+    path: str, listed: ListedFile, start: int, length: int, check: _FileCheck
 ) -> None:
     """Read ``[start, length)`` in transfer-sized pieces on the stamp grid and verify each
     (byte ``start + i`` is stamp byte ``stamp.offset + i``)."""
@@ -222,7 +256,7 @@ def _verify_bytes(
     try:
         handle = open(path, "rb", buffering=0)  # noqa: SIM115 (closed in finally)
     except OSError as error:
-        problem(listed.path, None, f"cannot open ({error.strerror})")
+        check.problem(None, f"cannot open ({error.strerror})")
         return
     try:
         handle.seek(start)
@@ -234,7 +268,7 @@ def _verify_bytes(
             take = min(step - stamp_at % step, length - position)
             got = handle.readinto(view[:take]) or 0
             if got < take:
-                problem(listed.path, position + got, "read ended early (file shrank?)")
+                check.problem(position + got, "read ended early (file shrank?)")
                 return
             try:
                 stamper.verify(array[:take], stamp_at, listed.path)
@@ -243,21 +277,20 @@ def _verify_bytes(
                 first = int(np.flatnonzero(array[:take] != want)[0])
                 bad += 1
                 if bad <= MAX_PROBLEMS_PER_FILE:
-                    problem(
-                        listed.path,
+                    check.problem(
                         position + first,
                         f"byte differs from what global rank {stamp.global_rank} wrote "
                         f"(read 0x{int(array[first]):02x}, wrote 0x{int(want[first]):02x})",
                     )
             else:
-                report.verified_bytes += take
+                check.verified_bytes += take
             position += take
     except OSError as error:
-        problem(listed.path, position, f"read failed ({error.strerror})")
+        check.problem(position, f"read failed ({error.strerror})")
     finally:
         handle.close()
     if bad > MAX_PROBLEMS_PER_FILE:
-        problem(listed.path, None, f"{bad - MAX_PROBLEMS_PER_FILE} more bad pieces not named")
+        check.problem(None, f"{bad - MAX_PROBLEMS_PER_FILE} more bad pieces not named")
 
 
-__all__ = ["ManifestError", "Problem", "VerifyReport", "verify_run"]
+__all__ = ["DEFAULT_JOBS", "ManifestError", "Problem", "VerifyReport", "verify_run"]

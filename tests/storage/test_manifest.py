@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ckptgate.cli import main
-from ckptgate.engine.datagen import BlockStamper, StampKey
+from ckptgate.engine.datagen import StampKey, write_stamped
 from ckptgate.storage.clean import clean_run
 from ckptgate.storage.lease import FORCE_STALE_AFTER_S, LEASE_FRESH_S, LeaseKeeper, read_lease
 from ckptgate.storage.manifest import (
@@ -38,16 +38,9 @@ COMMIT_PADDING = 5000
 
 
 def _write_stamped(path: str, stamp: FileStamp, size: int) -> None:
-    """Write ``size`` bytes as a rank does: ``fill`` per transfer on the stamp grid."""
-    stamper = BlockStamper(StampKey(stamp.run_id, stamp.global_rank), stamp.transfer_bytes)
-    with open(path, "wb") as handle:
-        position = 0
-        while position < size:
-            at = stamp.offset + position
-            start = at - at % stamper.step_bytes
-            take = min(stamper.step_bytes - (at - start), size - position)
-            handle.write(bytes(stamper.fill(start, at - start + take))[at - start :])
-            position += take
+    """Write ``size`` bytes as a rank does, with ``stamp``'s key, transfer and offset."""
+    key = StampKey(stamp.run_id, stamp.global_rank)
+    write_stamped(path, key, stamp.transfer_bytes, size, stamp.offset)
 
 
 def _kept_run(root: Path) -> Target:
@@ -379,3 +372,30 @@ def test_a_line_that_is_not_json_before_the_last_is_damage(tmp_path: Path) -> No
     part.write_bytes(lines[0] + b"\xff\xfe garbage\n" + b"".join(lines[1:]))
     with pytest.raises(ManifestDamaged, match="line 2 is not JSON"):
         read_manifest(str(part))
+
+
+def test_verify_with_several_jobs_reports_what_one_job_does_in_the_same_order(
+    kept: Path,
+) -> None:
+    """Files checked four at a time: the same counts, bytes and problems, in manifest order."""
+    (kept / "write" / "__0_0.distcp").unlink()
+    with open(kept / "write" / "__1_0.distcp", "r+b") as handle:
+        handle.truncate(TRANSFER + 10)
+    commit = kept / "metadata" / ".metadata"
+    data = bytearray(commit.read_bytes())
+    data[3000] ^= 0x10
+    commit.write_bytes(data)
+    heard: list[str] = []
+    one = verify_run(str(kept))
+    four = verify_run(str(kept), jobs=4, on_problem=lambda p: heard.append(p.line()))
+    assert [p.line() for p in four.problems] == [p.line() for p in one.problems] == heard
+    assert len(heard) == 3
+    for name in ("files", "stamped_files", "size_only_files", "verified_bytes", "writers"):
+        assert getattr(four, name) == getattr(one, name), name
+
+
+def test_verify_jobs_below_one_is_a_usage_error(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verify", "--jobs", "0", str(kept)]) == 2
+    assert capsys.readouterr().err.strip() == "ckptgate verify: --jobs 0: allowed: 1 or more"
