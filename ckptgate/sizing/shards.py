@@ -31,6 +31,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from ckptgate.sizing.apportion import scale_exact, split_even
 from ckptgate.sizing.architecture import (
     convention_note,
     count_parameters,
@@ -215,32 +216,6 @@ class ShardDistribution:
         return lines
 
 
-def _split_even(total: int, parts: int) -> list[int]:
-    """total split into parts that differ by at most one, the extra ones to the lowest."""
-    base, extra = divmod(total, parts)
-    return [base + (1 if i < extra else 0) for i in range(parts)]
-
-
-def _scale_exact(counts: list[int], total: int) -> list[int]:
-    """counts scaled to sum exactly to total (largest remainder; ties to the lowest index)."""
-    whole = sum(counts)
-    if whole == total:
-        return list(counts)
-    floors = [c * total // whole for c in counts]
-    remainders = [c * total % whole for c in counts]
-    short = total - sum(floors)
-    order = sorted(range(len(counts)), key=lambda i: (-remainders[i], i))
-    for i in order[:short]:
-        floors[i] += 1
-    return floors
-
-
-def scale_exact(counts: list[int], total: int) -> list[int]:
-    """counts scaled to sum exactly to ``total`` (largest remainder, ties to the lowest index):
-    a rank's files cut down in proportion to a trial's cap on its shard."""
-    return _scale_exact(counts, total)
-
-
 def layers_per_stage(layers: int, pp: int) -> list[int]:
     """Layers on each pipeline stage: even split, extras to the middle stages first, then to
     stage 0, then to the last stage (first and last carry the embedding and the head)."""
@@ -298,7 +273,7 @@ def component_parameters(profile: Profile) -> list[dict[str, int]]:
     pp = profile.cluster.parallelism.pp
     arch = profile.model.architecture
     if arch is None:
-        return [{"layers": n} for n in _split_even(psi, pp)]
+        return [{"layers": n} for n in split_even(psi, pp)]
     raw: list[dict[str, int]] = [
         {"layers": n * layer_parameters(arch)} for n in profile_layers_per_stage(profile)
     ]
@@ -310,13 +285,13 @@ def component_parameters(profile: Profile) -> list[dict[str, int]]:
     groups = [_groups(profile, stage) for stage in raw]
     flat = [sum(stage[c] for c in members) for stage_groups, stage in zip(groups, raw, strict=True)
             for members in stage_groups]  # fmt: skip
-    scaled = iter(_scale_exact(flat, psi))
+    scaled = iter(scale_exact(flat, psi))
     out: list[dict[str, int]] = []
     for stage_groups, stage in zip(groups, raw, strict=True):
         counts: dict[str, int] = {}
         for members in stage_groups:
             total = next(scaled)
-            parts = _scale_exact([stage[c] for c in members], total)
+            parts = scale_exact([stage[c] for c in members], total)
             counts.update(zip(members, parts, strict=True))
         out.append(counts)
     return out
@@ -390,7 +365,7 @@ def _written(total: int, parts: int, policy: str) -> list[int]:
         return [total] + [0] * (parts - 1)
     if policy == "all":
         return [total] * parts
-    return _split_even(total, parts)
+    return split_even(total, parts)
 
 
 def dp_bytes(params: int, k: int, place: Placement, dp: int) -> list[int]:
@@ -405,7 +380,7 @@ def dp_bytes(params: int, k: int, place: Placement, dp: int) -> list[int]:
     replicated = params * k - sharded
     groups = dp // place.dp_shard
     out = _written(replicated, dp, place.replicas_write)
-    for j, shard in enumerate(_split_even(sharded, place.dp_shard)):
+    for j, shard in enumerate(split_even(sharded, place.dp_shard)):
         for g, part in enumerate(_written(shard, groups, place.replicas_write)):
             out[g * place.dp_shard + j] += part
     return out
@@ -413,7 +388,7 @@ def dp_bytes(params: int, k: int, place: Placement, dp: int) -> list[int]:
 
 def _tp_slices(params: int, tp: int, how: str) -> list[int]:
     """A component's parameters over the tp ranks: split evenly, or whole on tp rank 0."""
-    return _split_even(params, tp) if how == "split" else [params] + [0] * (tp - 1)
+    return split_even(params, tp) if how == "split" else [params] + [0] * (tp - 1)
 
 
 def shard_distribution(profile: Profile) -> ShardDistribution:
@@ -610,7 +585,7 @@ def rank_file_bytes(rank_bytes: int, files_per_rank: int) -> list[int]:
     """
     if files_per_rank < 1:
         raise ValueError(f"files_per_rank must be at least 1, got {files_per_rank}")
-    return _split_even(rank_bytes, files_per_rank)
+    return split_even(rank_bytes, files_per_rank)
 
 
 def shard_file_count(profile: Profile) -> int:
