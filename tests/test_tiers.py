@@ -18,32 +18,25 @@ import pytest
 
 class Markers:
     def pytest_collection_finish(self, session):
-        self.found = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in session.items}
+        found = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in session.items}
+        with open(sys.argv[1], "w") as out:
+            json.dump(found, out)
 
-plugin = Markers()
-code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "tests"], plugins=[plugin])
-json.dump(plugin.found, sys.stderr)
-sys.exit(code)
+sys.exit(pytest.main(["--co", "-q", "-p", "no:cacheprovider", "tests"], plugins=[Markers()]))
 """
 
 
-def markers_of_each_test() -> dict[str, set[str]]:
+def markers_of_each_test(out: Path) -> dict[str, set[str]]:
     """Every test under tests/ (one collection, as ``pytest tests`` makes it) and its markers'
     names: what ``-m`` selects on."""
-    done = subprocess.run(
-        [sys.executable, "-c", _MARKERS_OF_EACH_TEST],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    return {nodeid: set(names) for nodeid, names in json.loads(done.stderr).items()}
+    script = [sys.executable, "-c", _MARKERS_OF_EACH_TEST, str(out)]
+    subprocess.check_output(script, cwd=ROOT, stderr=subprocess.STDOUT, timeout=300)
+    found: dict[str, list[str]] = json.loads(out.read_text())
+    return {nodeid: set(names) for nodeid, names in found.items()}
 
 
-def test_the_bed_tier_is_tests_beds_and_every_bed_test_names_its_beds() -> None:
-    tests = markers_of_each_test()
+def test_the_bed_tier_is_tests_beds_and_every_bed_test_names_its_beds(tmp_path: Path) -> None:
+    tests = markers_of_each_test(tmp_path / "markers.json")
     beds = {nodeid for nodeid, names in tests.items() if BEDS_MARKER in names}
     assert beds == {nodeid for nodeid in tests if nodeid.startswith("tests/beds/")}
     assert len(beds) < len(tests)  # the fast tier is the rest, -m "not beds"
