@@ -5,6 +5,7 @@ No I/O beyond reading the profile file, and no pytest, fsspec or numpy imports.
 
 from ckptgate.sizing.apportion import scale_exact
 from ckptgate.sizing.architecture import Architecture, count_parameters
+from ckptgate.sizing.distribution import ShardDistribution
 from ckptgate.sizing.metadata import (
     dcp_metadata_bytes,
     dcp_metadata_chunks,
@@ -41,7 +42,6 @@ from ckptgate.sizing.schema import (
     RunSpec,
 )
 from ckptgate.sizing.shards import (
-    ShardDistribution,
     played_ranks,
     rank_file_bytes,
     shard_distribution,

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ckptgate.sizing.distribution import ShardDistribution
 from ckptgate.sizing.schema import Profile
-from ckptgate.sizing.shards import ShardDistribution
 from ckptgate.sizing.units import (
     format_bytes,
     format_count,

@@ -23,6 +23,7 @@ from ckptgate.sizing.definition import (
     define,
     format_value,
 )
+from ckptgate.sizing.distribution import ShardDistribution
 from ckptgate.sizing.formulas import (
     create_window_s,
     daly_interval_s,
@@ -34,7 +35,7 @@ from ckptgate.sizing.formulas import (
     young_interval_s,
 )
 from ckptgate.sizing.schema import Profile
-from ckptgate.sizing.shards import ShardDistribution, shard_distribution
+from ckptgate.sizing.shards import shard_distribution
 
 __all__ = [
     "DEFINITIONS",

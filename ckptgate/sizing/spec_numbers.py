@@ -20,6 +20,7 @@ from ckptgate.sizing import formulas
 from ckptgate.sizing.checklist import modules_measuring
 from ckptgate.sizing.dcp_plan import TORCH_SAVE_FRAMING_BYTES
 from ckptgate.sizing.definition import Basis, define
+from ckptgate.sizing.distribution import ShardDistribution
 from ckptgate.sizing.metadata import (
     DCP_BYTE_ENTRIES,
     DCP_METADATA_BYTES_PER_BYTE_ENTRY,
@@ -31,7 +32,7 @@ from ckptgate.sizing.metadata import (
     dcp_metadata_chunks,
     dcp_metadata_tensors,
 )
-from ckptgate.sizing.shards import ShardDistribution, shard_file_count
+from ckptgate.sizing.shards import shard_file_count
 from ckptgate.sizing.units import (
     format_bytes,
     format_count,
