@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.beds import BED_MARKERS, BEDS_HELP, BEDS_MARKER
 from tests.s3server import S3Server, s3_server
 
 try:
@@ -24,6 +25,14 @@ else:
     # fail property tests for the machine's load, not for the property. Examples stay bounded.
     settings.register_profile("ckptgate", deadline=None, print_blob=True)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ckptgate"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's own tests' markers: ``beds`` and one per bed (tests/beds/conftest.py puts
+    them on). Registered here, not by the ckptgate plugin, whose markers are a user's."""
+    config.addinivalue_line("markers", f"{BEDS_MARKER}: {BEDS_HELP}")
+    for marker, text in BED_MARKERS.values():
+        config.addinivalue_line("markers", f"{marker}: {text}")
 
 
 @pytest.fixture(params=["tmp_path", "dev-shm"])

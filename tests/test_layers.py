@@ -1,9 +1,12 @@
 """The package's folders import in layers: each folder imports only from the layers below it
-(docs/ARCHITECTURE.md draws them), function-level imports included."""
+(docs/ARCHITECTURE.md draws them), and no module imports itself through others, function-level
+and ``TYPE_CHECKING`` imports included (one only hides a circle until someone moves it)."""
 
 from __future__ import annotations
 
-from tests.storage.test_layout import import_graph
+from pathlib import Path
+
+from tests.storage.test_layout import circle_through, import_graph
 
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"pipes"}),  # the entry points' manners on a closed pipe: imports nothing
@@ -45,3 +48,31 @@ def test_no_folder_imports_from_a_layer_above_its_own() -> None:
         and _folder(imported) != "__init__"  # ckptgate/__init__.py: the version, lazily
     )
     assert upward == []
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    graph = import_graph()
+    circles = {m: circle_through(graph, m) for m in sorted(graph)}
+    assert {m: " -> ".join(c) for m, c in circles.items() if c} == {}
+
+
+def test_the_circle_check_sees_a_name_read_from_a_package_that_imports_the_reader(
+    tmp_path: Path,
+) -> None:
+    """``from pkg import name`` of a name the package's ``__init__`` takes from the importing
+    module is a circle (as sizing's architecture.py and schema.py had, behind TYPE_CHECKING);
+    ``from pkg import module`` is not, and a relative import counts as an absolute one."""
+    package = tmp_path / "ckptgate" / "sizing"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from ckptgate.sizing.a import A\n")
+    (package / "a.py").write_text("from ckptgate.sizing import b\nA = 1\n")
+    (package / "b.py").write_text("def f():\n    from . import A\n    return A\n")
+    graph = import_graph(package.parent)
+    assert graph["ckptgate.sizing.a"] == {"ckptgate.sizing.b"}
+    assert graph["ckptgate.sizing.b"] == {"ckptgate.sizing"}
+    assert circle_through(graph, "ckptgate.sizing.a") == [
+        "ckptgate.sizing.a",
+        "ckptgate.sizing.b",
+        "ckptgate.sizing",
+        "ckptgate.sizing.a",
+    ]

@@ -3,7 +3,9 @@
 No I/O beyond reading the profile file, and no pytest, fsspec or numpy imports.
 """
 
-from ckptgate.sizing.architecture import count_parameters
+from ckptgate.sizing.apportion import scale_exact
+from ckptgate.sizing.architecture import Architecture, count_parameters
+from ckptgate.sizing.distribution import ShardDistribution
 from ckptgate.sizing.metadata import (
     dcp_metadata_bytes,
     dcp_metadata_chunks,
@@ -28,7 +30,6 @@ from ckptgate.sizing.requirements import (
     young_interval_s,
 )
 from ckptgate.sizing.schema import (
-    Architecture,
     CheckpointSpec,
     ClusterSpec,
     DcpSpec,
@@ -41,10 +42,8 @@ from ckptgate.sizing.schema import (
     RunSpec,
 )
 from ckptgate.sizing.shards import (
-    ShardDistribution,
     played_ranks,
     rank_file_bytes,
-    scale_exact,
     shard_distribution,
     shard_file_count,
     storm_file_count,

@@ -1,4 +1,4 @@
-"""Parameter counts from a transformer shape (SPEC.md's counting rule, Llama 3 layout).
+"""A transformer shape and its parameter counts (SPEC.md's counting rule, Llama 3 layout).
 
 The rule counts what a decoder-only transformer with untied embeddings holds:
 
@@ -18,10 +18,31 @@ No biases (Llama has none). Source: The Llama 3 Herd of Models (Meta, 2024), Tab
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
-if TYPE_CHECKING:
-    from ckptgate.sizing.schema import Architecture
+from ckptgate.sizing.reader import meta
+
+_POSITIVE = meta(gt=0)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A decoder-only transformer shape (Llama 3 layout: the counting rule above).
+
+    ``head_dim`` is optional and explicit, as Megatron-LM's ``kv_channels`` and Hugging Face's
+    ``head_dim`` are: given, Q and O are hidden x heads*head_dim and K, V hidden x
+    kv_heads*head_dim, whatever hidden is (MLPerf Storage's 1T shape: hidden 25872, 192 heads).
+    Absent, it is hidden // heads; where heads do not divide hidden, Q and O are hidden x
+    hidden (DLIO's convention, stated in the sizing output: convention_note)."""
+
+    hidden: int = field(metadata=_POSITIVE)
+    ffn_hidden: int = field(metadata=_POSITIVE)
+    layers: int = field(metadata=_POSITIVE)
+    heads: int = field(metadata=_POSITIVE)
+    kv_heads: int = field(metadata=_POSITIVE)
+    vocab: int = field(metadata=_POSITIVE)
+    head_dim: int | None = field(default=None, metadata=_POSITIVE)
+
 
 TENSORS_PER_LAYER = 9
 """Parameter tensors in one block: two RMSNorms, Q, K, V, O, and the MLP's gate, up, down."""

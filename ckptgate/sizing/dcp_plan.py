@@ -36,12 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ckptgate.sizing.architecture import parameter_shapes
-
-if TYPE_CHECKING:
-    from ckptgate.sizing.schema import Architecture
+from ckptgate.sizing.architecture import Architecture, parameter_shapes
 
 KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
 """Bytes per parameter the suite's DCP state knows: 12 fp32 master + Adam moments, 14 + bf16

@@ -32,9 +32,8 @@ from __future__ import annotations
 import bisect
 import heapq
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ckptgate.sizing.architecture import parameter_shapes
+from ckptgate.sizing.architecture import Architecture, parameter_shapes
 from ckptgate.sizing.dcp_plan import (
     ADAMW_PARAM_GROUP_KEYS,
     BYTE_ENTRY_BYTES,
@@ -44,9 +43,6 @@ from ckptgate.sizing.dcp_plan import (
     state_kinds,
     torch_save_bytes,
 )
-
-if TYPE_CHECKING:
-    from ckptgate.sizing.schema import Architecture
 
 STEP_STORAGE_BYTES = 4
 """Adam's 0-dim fp32 ``step``: the storage the dedup and the buckets count for it."""
@@ -329,8 +325,6 @@ def _main() -> None:
     """Time the plan of a 405B tensor list (Llama 3, K = 14) at 2,048 to 16,384 ranks, FSDP
     and replicated, thread_count 1 and 8 (CPU seconds of this process)."""
     import time
-
-    from ckptgate.sizing.schema import Architecture
 
     arch = Architecture(
         hidden=16384, ffn_hidden=53248, layers=126, heads=128, kv_heads=8, vocab=128256

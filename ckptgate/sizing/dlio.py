@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ckptgate.sizing.apportion import scale_exact, split_even
 from ckptgate.sizing.architecture import (
     embedding_parameters,
     final_norm_parameters,
@@ -41,13 +42,7 @@ MODEL_BYTES_PER_PARAMETER = 2
 
 def dlio_layers_per_stage(layers: int, pp: int) -> list[int]:
     """Transformer layers on each stage: layers // pp, the extras to the first stages."""
-    base, extra = divmod(layers, pp)
-    return [base + (1 if stage < extra else 0) for stage in range(pp)]
-
-
-def _even(total: int, parts: int) -> list[int]:
-    base, extra = divmod(total, parts)
-    return [base + (1 if i < extra else 0) for i in range(parts)]
+    return split_even(layers, pp)
 
 
 @dataclass(frozen=True)
@@ -74,7 +69,6 @@ def dlio_layout(profile: Profile) -> DlioLayout:
     arch = profile.model.architecture
     if arch is None:
         raise ValueError(f"{profile.name}: the dlio layout needs model.architecture")
-    from ckptgate.sizing.shards import _scale_exact  # shards imports this module
 
     par = profile.cluster.parallelism
     tp, pp, dp = par.tp, par.pp, par.dp
@@ -82,11 +76,11 @@ def dlio_layout(profile: Profile) -> DlioLayout:
     k = profile.model.bytes_per_parameter
     psi = profile.parameters
     model_k = min(k, MODEL_BYTES_PER_PARAMETER)
-    optimizer = _even(psi * (k - model_k), gpus)
+    optimizer = split_even(psi * (k - model_k), gpus)
     files: list[dict[str, int]] = [{} for _ in range(gpus)]
     counts = dlio_layers_per_stage(arch.layers, pp)
     # (stage, layer index, parameters) of every model file, scaled to exactly Ψ when
-    # model.parameters is given beside the architecture (largest remainder, as sizing.shards)
+    # model.parameters is given beside the architecture (largest remainder: sizing.apportion)
     entries: list[tuple[int, int, int]] = [(0, 0, embedding_parameters(arch))]
     first_layer = 1
     for stage, count in enumerate(counts):
@@ -94,9 +88,9 @@ def dlio_layout(profile: Profile) -> DlioLayout:
         first_layer += count
     entries.append((pp - 1, arch.layers + 1, final_norm_parameters(arch)))
     entries.append((pp - 1, arch.layers + 2, output_head_parameters(arch)))
-    scaled = _scale_exact([params for _, _, params in entries], psi)
+    scaled = scale_exact([params for _, _, params in entries], psi)
     for (stage, index, _), params in zip(entries, scaled, strict=True):
-        for t, size in enumerate(_even(params * model_k, tp)):
+        for t, size in enumerate(split_even(params * model_k, tp)):
             writer = stage * dp * tp + t  # dp rank 0
             files[writer][f"layer_{index:02d}-model_{t:02d}-model_states.pt"] = size
     for stage in range(pp):

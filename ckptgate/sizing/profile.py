@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
+from ckptgate.sizing.architecture import Architecture
 from ckptgate.sizing.reader import Context, ProfileError, build, dump
 from ckptgate.sizing.schema import (
-    Architecture,
     CheckpointSpec,
     ClusterSpec,
     DcpSpec,

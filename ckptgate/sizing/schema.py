@@ -9,30 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ckptgate.sizing.architecture import count_parameters
+from ckptgate.sizing.architecture import Architecture, count_parameters
 from ckptgate.sizing.reader import Context, ProfileError, meta
 from ckptgate.sizing.units import GB, MiB
 
 _POSITIVE = meta(gt=0)
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """A decoder-only transformer shape (Llama 3 layout; see sizing.architecture).
-
-    ``head_dim`` is optional and explicit, as Megatron-LM's ``kv_channels`` and Hugging Face's
-    ``head_dim`` are: given, Q and O are hidden x heads*head_dim and K, V hidden x
-    kv_heads*head_dim, whatever hidden is (MLPerf Storage's 1T shape: hidden 25872, 192 heads).
-    Absent, it is hidden // heads; where heads do not divide hidden, Q and O are hidden x
-    hidden (DLIO's convention, stated in the sizing output: sizing.architecture)."""
-
-    hidden: int = field(metadata=_POSITIVE)
-    ffn_hidden: int = field(metadata=_POSITIVE)
-    layers: int = field(metadata=_POSITIVE)
-    heads: int = field(metadata=_POSITIVE)
-    kv_heads: int = field(metadata=_POSITIVE)
-    vocab: int = field(metadata=_POSITIVE)
-    head_dim: int | None = field(default=None, metadata=_POSITIVE)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ckptgate.sizing.distribution import ShardDistribution
 from ckptgate.sizing.requirements import DEFINITIONS, SWEEP_COLUMNS, Sizing, format_value
 from ckptgate.sizing.schema import Profile
-from ckptgate.sizing.shards import ShardDistribution
 from ckptgate.sizing.units import (
     format_bytes,
     format_count,

@@ -1,1 +1,31 @@
-"""Test beds: environments that misbehave on purpose, for testing the suite under faults."""
+"""Test beds: environments that misbehave on purpose, for testing the suite under faults.
+
+Every test in this folder is marked ``beds`` (the bed tier: ``pytest -m beds``; the fast tier is
+``pytest -m "not beds"``), and with a marker for each bed it builds (``pytest -m ceph``), read
+from the bed modules its module imports (``tests/beds/conftest.py``).
+"""
+
+BED_MARKERS: dict[str, tuple[str, str]] = {
+    # bed module (tests/beds/<module>.py) -> (marker, help text)
+    "faultfs": ("fuse", "builds the fault-injecting FUSE bed (tests/beds/faultfs.py: fuse3)"),
+    "hosts": (
+        "hosts",
+        "builds the host bed: network namespaces on a bridge, sshfs, MPI (tests/beds/hosts.py)",
+    ),
+    "ceph": (
+        "ceph",
+        "builds the Ceph bed: CephFS through ceph-fuse and RADOS Gateway's S3 on the host bed "
+        "(tests/beds/ceph.py)",
+    ),
+    "slurm": (
+        "slurm",
+        "builds the Slurm bed: slurmctld and slurmds on the host bed (tests/beds/slurm.py)",
+    ),
+}
+"""One marker per bed, by the module that builds it."""
+
+BEDS_MARKER = "beds"
+BEDS_HELP = (
+    "needs a test bed (tests/beds: FUSE, host namespaces, Ceph, RGW, Slurm; root and Debian "
+    "packages, skipped naming what is missing): the bed tier, pytest -m beds"
+)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ckptgate.cluster.nodes import NodesUnavailable, SingleNode, detect_nodes, launcher_tasks
+from ckptgate.cluster.launch import detect_nodes, launcher_tasks
+from ckptgate.cluster.nodes import NodesUnavailable, SingleNode
 
 
 def test_no_launcher_is_one_node() -> None:

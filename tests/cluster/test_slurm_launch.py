@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ckptgate.cluster.nodes import NodesUnavailable, detect_nodes
+from ckptgate.cluster.launch import detect_nodes
+from ckptgate.cluster.nodes import NodesUnavailable
 from ckptgate.cluster.slurm import slurm_refusal, tasks_per_node
 
 STEP = {

@@ -7,12 +7,12 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ckptgate.sizing.architecture import (
+    Architecture,
     convention_note,
     count_parameters,
     dlio_convention,
     layer_parameters,
 )
-from ckptgate.sizing.schema import Architecture
 
 LLAMA3_8B = Architecture(
     hidden=4096, ffn_hidden=14336, layers=32, heads=32, kv_heads=8, vocab=128256

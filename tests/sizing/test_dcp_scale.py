@@ -13,9 +13,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ckptgate.sizing.architecture import Architecture
 from ckptgate.sizing.dcp_plan import dcp_save_layout, dedup_save_plans, local_plan
 from ckptgate.sizing.dcp_scale import _fill_equal, dcp_chunk_count, dcp_rank_file_bytes
-from ckptgate.sizing.schema import Architecture
 
 SMALL = Architecture(hidden=16, ffn_hidden=40, layers=3, heads=4, kv_heads=1, vocab=37)
 """K and V have 4 rows: from 5 ranks on, some chunks are empty (and dedup'd)."""

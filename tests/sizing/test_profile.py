@@ -9,8 +9,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ckptgate.sizing import SHIPPED_PROFILES, ProfileError, load_profile
+from ckptgate.sizing.architecture import Architecture
 from ckptgate.sizing.profile import dump_profile, profile_from_dict, profile_to_dict
-from ckptgate.sizing.schema import Architecture, Profile
+from ckptgate.sizing.schema import Profile
 from ckptgate.sizing.units import DAY_S, MB, MiB
 
 SHIPPED = {name: load_profile(name) for name in SHIPPED_PROFILES}

@@ -7,7 +7,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ckptgate.sizing import SHIPPED_PROFILES, load_profile, played_ranks, shard_distribution
-from ckptgate.sizing.schema import Architecture, Layout, ModelSpec, Parallelism
+from ckptgate.sizing.architecture import Architecture
+from ckptgate.sizing.schema import Layout, ModelSpec, Parallelism
 from ckptgate.sizing.shards import layers_per_stage
 
 SHIPPED = {name: load_profile(name) for name in SHIPPED_PROFILES}

@@ -24,18 +24,29 @@ def module_name(path: Path, root: Path) -> str:
 
 
 def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
-    """Each module of ``package`` to the modules of it that it imports anywhere in its text."""
+    """Each module of ``package`` to the modules of it that it imports anywhere in its text.
+
+    ``from a.b import c`` is an arrow to a.b.c where c is a module, else to a.b (whose names it
+    reads); a package's ``__init__`` runs before any of its modules whichever way they are
+    imported, so ``from a.b import c`` of a module c is no arrow to a.b (an ``__init__`` that
+    imports a.b.c is no circle with c: Python imports them in that order every time).
+    Relative imports resolve against the importing module's package.
+    """
     paths = {module_name(path, package.parent): path for path in package.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
         imported: set[str] = set()
+        home = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 imported.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                # ``from a.b import c``: a.b, and a.b.c where c is a module
-                imported.add(node.module)
-                imported.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = home[: len(home) - node.level + 1] if node.level else []
+                source = ".".join([*base, *([node.module] if node.module else [])])
+                modules = {f"{source}.{alias.name}" for alias in node.names} & paths.keys()
+                imported.update(modules)
+                if len(modules) < len(node.names):
+                    imported.add(source)
         graph[name] = {m for m in imported if m in paths and m != name}
     return graph
 

@@ -1,0 +1,50 @@
+"""The suite's own tests in two tiers (README, "Testing"): ``-m "not beds"`` is the fast tier,
+``-m beds`` the bed tier; together they are every test, and each bed test names its beds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.beds import BED_MARKERS, BEDS_MARKER
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_MARKERS_OF_EACH_TEST = """
+import json, sys
+import pytest
+
+class Markers:
+    def pytest_collection_finish(self, session):
+        found = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in session.items}
+        with open(sys.argv[1], "w") as out:
+            json.dump(found, out)
+
+sys.exit(pytest.main(["--co", "-q", "-p", "no:cacheprovider", "tests"], plugins=[Markers()]))
+"""
+
+
+def markers_of_each_test(out: Path) -> dict[str, set[str]]:
+    """Every test under tests/ (one collection, as ``pytest tests`` makes it) and its markers'
+    names: what ``-m`` selects on."""
+    script = [sys.executable, "-c", _MARKERS_OF_EACH_TEST, str(out)]
+    subprocess.check_output(script, cwd=ROOT, stderr=subprocess.STDOUT, timeout=300)
+    found: dict[str, list[str]] = json.loads(out.read_text())
+    return {nodeid: set(names) for nodeid, names in found.items()}
+
+
+def test_the_bed_tier_is_tests_beds_and_every_bed_test_names_its_beds(tmp_path: Path) -> None:
+    tests = markers_of_each_test(tmp_path / "markers.json")
+    beds = {nodeid for nodeid, names in tests.items() if BEDS_MARKER in names}
+    assert beds == {nodeid for nodeid in tests if nodeid.startswith("tests/beds/")}
+    assert len(beds) < len(tests)  # the fast tier is the rest, -m "not beds"
+    per_bed = {marker for marker, _ in BED_MARKERS.values()}
+    unnamed = sorted(nodeid for nodeid in beds if not tests[nodeid] & per_bed)
+    assert unnamed == [], "its bed module is missing from tests/beds/__init__.py's BED_MARKERS"
+    assert not any(tests[nodeid] & per_bed for nodeid in tests.keys() - beds)
+    assert {n for n in beds if {"slurm", "ceph"} <= tests[n]} == {
+        n for n in beds if n.startswith("tests/beds/test_slurm_ceph.py::")
+    }
+    assert all({"fuse"} <= tests[n] for n in beds if n.startswith("tests/beds/test_faultfs.py::"))
