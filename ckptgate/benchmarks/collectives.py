@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptgate.benchmarks import coordination
+from ckptgate.benchmarks.command import node_counts
 from ckptgate.benchmarks.coordination import facts_405b, named, node_burst
 from ckptgate.benchmarks.hpc import mpirun
 from ckptgate.benchmarks.simnodes import Counts
@@ -200,12 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if figures is not None:
             print(json.dumps(figures), flush=True)
         return 0
-    try:
-        counts = [int(n) for n in args.nodes.split(",")]
-    except ValueError:
-        parser.error(f"--nodes {args.nodes!r}: allowed: node counts >= 2, comma-separated")
-    if any(n < 2 for n in counts) or args.repeats < 1:
-        parser.error(f"--nodes {args.nodes!r}: allowed: node counts >= 2; --repeats >= 1")
+    counts = node_counts(parser, args.nodes)
+    if args.repeats < 1:
+        parser.error(f"--repeats {args.repeats}: allowed: 1 or more")
     if args.settle_s is not None and args.settle_s < 0:
         parser.error(f"--settle-s {args.settle_s}: allowed: 0 or more seconds")
     rows = [run_size(n, args.repeats, args.ranks, args.timeout_s, args.settle_s) for n in counts]

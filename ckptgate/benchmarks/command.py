@@ -70,3 +70,15 @@ def run_in_directory(
     except KeyboardInterrupt as error:
         print(f"interrupted ({error or 'Ctrl-C'}): the run directory is removed", file=sys.stderr)
         return 130
+
+
+def node_counts(parser: argparse.ArgumentParser, text: str, option: str = "--nodes") -> list[int]:
+    """``option``'s comma-separated node counts, each 2 or more, sorted and without repeats;
+    a parser error naming the option, what was given and what is allowed otherwise."""
+    try:
+        counts = sorted({int(n) for n in text.split(",")})
+    except ValueError:
+        counts = []
+    if not counts or counts[0] < 2:
+        parser.error(f"{option} {text!r}: allowed: node counts >= 2, comma-separated")
+    return counts

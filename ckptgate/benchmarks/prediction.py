@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptgate.benchmarks import collectives, scale
+from ckptgate.benchmarks.command import node_counts
 from ckptgate.benchmarks.coordination import TIMEOUT_S
 
 PARTS = collectives.STEPS
@@ -172,12 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--json", default=None, metavar="PATH")
     args = parser.parse_args(argv)
-    try:
-        counts = [int(n) for n in args.nodes.split(",")]
-    except ValueError:
-        parser.error(f"--nodes {args.nodes!r}: allowed: node counts >= 2, comma-separated")
-    if not counts or min(counts) < 2:
-        parser.error(f"--nodes {args.nodes!r}: allowed: node counts >= 2, comma-separated")
+    counts = node_counts(parser, args.nodes)
     for name in ("ranks_per_node", "repeats", "inner"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: allowed: 1 or more")

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ckptgate.benchmarks import coordination, pageload
+from ckptgate.benchmarks.command import node_counts
 from ckptgate.benchmarks.coordination import (
     facts_405b,
     host_name,
@@ -425,12 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--json", default=None, metavar="PATH")
     args = parser.parse_args(argv)
-    try:
-        counts = sorted({int(n) for n in args.nodes.split(",")})
-    except ValueError:
-        parser.error(f"--nodes {args.nodes!r}: allowed: node counts >= 2, comma-separated")
-    if not counts or counts[0] < 2:
-        parser.error(f"--nodes {args.nodes!r}: allowed: node counts >= 2, comma-separated")
+    counts = node_counts(parser, args.nodes)
     if args.ranks_per_node < 1:
         parser.error(f"--ranks-per-node {args.ranks_per_node}: allowed: 1 or more")
     if not os.path.isdir(args.target):
