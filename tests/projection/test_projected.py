@@ -190,3 +190,66 @@ def test_a_storage_saturated_from_one_node_projects_a_fail_not_a_poor_fit() -> N
     item = project_item(BY_METRIC["write"], points, requirement(8.4e6), 64)
     assert item.word == "projected-fail", item.reason
     assert item.upper is not None and item.upper < 8.4e6
+
+
+def plateau_grid(cap=14 * GB, per_stream=1 * GB, wobble=0.02):
+    """Nodes 1 to 8 at 1 to 8 streams each: each stream worth ``per_stream`` until the
+    storage's ``cap``, three repeats ±``wobble``."""
+    return {
+        n: {
+            r: [min(n * r * per_stream, cap) * (1 + f * wobble) for f in (-1, 0, 1)]
+            for r in (1, 2, 4, 8)
+        }
+        for n in (1, 2, 4, 8)
+    }
+
+
+def test_a_saturated_storage_projects_from_its_measured_plateau_and_says_what_it_assumes():
+    # 14 GB/s from 16 streams on: flat across 2, 4 and 8 nodes and 2 to 8 streams per node.
+    # A free κ left the band at 2,048 nodes from near nothing to above 15 GB/s (undetermined);
+    # the measured plateau, less what the points can show of a decline, bounds it: the
+    # storage cannot give 15 GB/s to any number of nodes, and says what that assumes.
+    grid = plateau_grid()
+    points = {n: grid[n][8] for n in grid}
+    item = project_item(
+        BY_METRIC["write"], points, requirement(15 * GB), 2048, grid=grid, ranks_per_node=8
+    )
+    assert item.word == "projected-fail", item.reason
+    assert item.lower is not None and 0.9 * 14 * GB <= item.lower < 14 * GB
+    assert item.upper is not None and 14 * GB < item.upper < 15 * GB
+    assert item.reason.startswith("the storage is saturated (storage-limited: the aggregate")
+    assert "while the clients had headroom" in item.reason
+    assert "assumes no decline beyond 64 streams (8 nodes x 8 per node)" in item.reason
+    assert item.ceiling is not None and item.ceiling["limiter"] == "storage"
+    assert "qualified" not in item.reason
+
+
+def test_a_client_limited_trial_says_the_storage_was_not_shown_its_ceiling():
+    # Each node's client caps at 4 GB/s (8 streams give no more than 4): the aggregate grows
+    # with nodes and the storage's ceiling is not in the data.
+    grid = {
+        n: {r: [n * min(r, 4) * GB * f for f in (0.99, 1.0, 1.01)] for r in (1, 2, 4, 8)}
+        for n in (1, 2, 4, 8)
+    }
+    points = {n: grid[n][8] for n in grid}
+    item = project_item(
+        BY_METRIC["write"], points, requirement(100 * GB), 2048, grid=grid, ranks_per_node=8
+    )
+    assert item.word == "undetermined"
+    assert "what limited the trial: client-limited: at 8 nodes 8 streams per node" in item.reason
+    assert item.reason.endswith("the storage was not shown its ceiling")
+
+
+def test_a_projection_from_a_plateau_is_its_own_line() -> None:
+    grid = plateau_grid()
+    projection = project(
+        {"write": {n: grid[n][8] for n in grid}},
+        {"write": requirement(15 * GB)},
+        2048,
+        "1, 2, 4, 8 of 2,048 nodes",
+        grids={"write": grid},
+        ranks_per_node=8,
+    )
+    assert projection.word == "projected-fail"
+    assert projection.line.startswith("PROJECTION projected-fail (not a qualification")
+    assert "assumes no decline beyond 64 streams" in projection.line
