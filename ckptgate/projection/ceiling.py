@@ -137,9 +137,9 @@ class Ceiling:
     @property
     def assumption(self) -> str:
         return (
-            f"assumes no decline beyond {self.top_streams:,} streams ({self.top_nodes} nodes x "
-            f"{self.top_ranks_per_node} per node), the largest concurrency measured: no trial "
-            "can see a decline that starts beyond it"
+            f"assumes no decline (nor rise) beyond {self.top_streams:,} streams "
+            f"({self.top_nodes} nodes x {self.top_ranks_per_node} per node), the largest "
+            "concurrency measured: no trial can see a decline that starts beyond it"
         )
 
     def to_json(self) -> dict[str, Any]:

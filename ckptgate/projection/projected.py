@@ -258,25 +258,21 @@ def project_item(
     if ceiling.saturated:
         assert ceiling.level is not None
         level = ceiling.level
-        upper = level.upper
-        if assessment.band is not None:
-            upper = max(upper, assessment.band.throughput(cluster_nodes).upper)
         shown = (
-            f"the storage is saturated ({ceiling.limiter_words}): its level at "
-            f"{ceiling.top_streams:,} streams is {fmt(level.estimate)}, "
-            f"{usl.CONFIDENCE * 100:.0f} % prediction interval {fmt(level.lower)} to "
-            f"{fmt(level.upper)} (the plateau less the decline the points can show, up to "
-            f"{ceiling.decline:.1%} across it); projected {fmt(level.estimate)} to "
-            f"{fmt(upper)} at {nodes} nodes: it {ceiling.assumption}"
+            f"the storage is saturated ({ceiling.limiter_words}): projected "
+            f"{fmt(level.estimate)} at {nodes} nodes, {usl.CONFIDENCE * 100:.0f} % prediction "
+            f"interval {fmt(level.lower)} to {fmt(level.upper)}, its measured level at "
+            f"{ceiling.top_streams:,} streams (the plateau less the decline the points can "
+            f"show, up to {ceiling.decline:.1%} across it); it {ceiling.assumption}"
         )
-        word, reason = _decide(shown, level.lower, upper, shortfall, need, required, fmt)
+        word, reason = _decide(shown, level.lower, level.upper, shortfall, need, required, fmt)
         return ItemProjection(
             **base,
             word=word,
             reason=reason,
             estimate=level.estimate,
             lower=level.lower * (1.0 - shortfall),
-            upper=upper,
+            upper=level.upper,
             fit=fit_json,
             curve=_curve(assessment, cluster_nodes, ceiling),
         )

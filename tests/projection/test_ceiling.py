@@ -41,7 +41,7 @@ def test_a_storage_flat_across_streams_and_nodes_is_saturated_at_a_measured_leve
     assert found.level.lower < 12 * GB < found.level.upper
     assert found.level.lower > 0.9 * 12 * GB
     assert found.assumption.startswith(
-        "assumes no decline beyond 64 streams (8 nodes x 8 per node), the largest concurrency"
+        "assumes no decline (nor rise) beyond 64 streams (8 nodes x 8 per node), the largest"
     )
 
 
