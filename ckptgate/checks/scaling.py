@@ -31,6 +31,7 @@ from ckptgate.checks.metadata import register_storm
 from ckptgate.cluster.nodes import Nodes, on_first, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import merge_nodes
+from ckptgate.projection.ceiling import NodeLimit
 from ckptgate.projection.projected import Projection, project
 from ckptgate.projection.ranks import MEANING as RANKS_MEANING
 from ckptgate.projection.ranks import ranks_curves
@@ -221,6 +222,15 @@ class SweepResult:
                 metrics[metric].setdefault(point.ranks_per_node, []).append(getattr(point, name))
         return out
 
+    def grids(self) -> dict[str, dict[int, dict[int, list[float]]]]:
+        """metric -> node count -> ranks per node -> repeats: every point, for the storage's
+        measured ceiling (``ckptgate.projection.ceiling``)."""
+        out: dict[str, dict[int, dict[int, list[float]]]] = {m: {} for m in METRIC_FIELDS}
+        for nodes, metrics in self.by_ranks().items():
+            for metric, by_ranks in metrics.items():
+                out[metric][nodes] = by_ranks
+        return out
+
     def summary(self) -> list[dict[str, Any]]:
         """Each point (node count, ranks per node) and metric: the mean of its repeats with
         its bootstrap interval, and the worst and best repeat."""
@@ -297,6 +307,18 @@ class ScalingSweep:
         files = storm_file_count(profile)
         return max(1, math.ceil(files / (ctx.nodes.count * ctx.pool.ranks)))
 
+    def node_limits(self) -> dict[str, NodeLimit]:
+        """A node's own measured limits, per metric: the write's is this node's generator-only
+        burst (the suite's own data path into a null sink, ``WriteCampaign.generator_burst``,
+        gathered from every node: its aggregate over the run's nodes)
+        where the write checklist already ran it; the sweep runs none of its own (a burst on
+        node 0 alone would not meet the other nodes' collectives)."""
+        if not self.campaign.generators:
+            return {}
+        rate = self.campaign.generator_burst().aggregate_bytes_per_s / self.ctx.nodes.count
+        name = "the suite's own data path on one node (stamping and write calls into a null sink)"
+        return {"write": NodeLimit(name, rate)}
+
     def step_timeout_s(self) -> float:
         """How long a point may take: its write, read and storm deadlines and their checks."""
         ctx = self.ctx
@@ -334,6 +356,9 @@ class ScalingSweep:
                 projected_requirements(ctx),
                 ctx.plan.cluster_nodes,
                 self.plan.words(ctx.plan.cluster_nodes),
+                grids=result.grids(),
+                ranks_per_node=self.plan.run_ranks,
+                node_limits=self.node_limits(),
             )
         return result
 

@@ -26,10 +26,11 @@ Pure: no I/O; scipy only through ``usl``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ckptgate.projection import ceiling as ceilings
 from ckptgate.projection import usl
 from ckptgate.sizing import Requirement, format_count
 from ckptgate.sizing.requirements import format_value
@@ -82,6 +83,9 @@ class ItemProjection:
     """The interval's lower bound at N less the worst repeat's shortfall: what a pass needs."""
     upper: float | None = None
     fit: dict[str, Any] | None = None
+    ceiling: dict[str, Any] | None = None
+    """What the sweep shows of the storage's ceiling and what limited the trial
+    (``ceiling.Ceiling.to_json``)."""
     curve: tuple[dict[str, float | None], ...] = ()
     """The fitted curve from one node to the full count (``CURVE_POINTS`` nodes, geometric),
     with its band where the fit projects: what the HTML report draws."""
@@ -106,6 +110,7 @@ class ItemProjection:
             "lower": self.lower,
             "upper": self.upper,
             "fit": self.fit,
+            "ceiling": self.ceiling,
             "curve": list(self.curve),
         }
 
@@ -131,11 +136,26 @@ class Projection:
 CURVE_POINTS = 40
 
 
-def _curve(assessment: usl.Assessment, cluster_nodes: int) -> tuple[dict[str, float | None], ...]:
+def _curve(
+    assessment: usl.Assessment, cluster_nodes: int, ceiling: ceilings.Ceiling | None = None
+) -> tuple[dict[str, float | None], ...]:
     """The fit at ``CURVE_POINTS`` node counts from 1 to ``cluster_nodes`` (geometric), with
     the bootstrap band; a refused fit is drawn over the measured counts alone, without a band
-    (beyond them it says nothing)."""
+    (beyond them it says nothing). A saturated storage's (``ceiling``) band is its measured
+    level, from the plateau's first node count on, and flat beyond the largest (assumed)."""
     fit = assessment.fit
+    level = ceiling.level if ceiling is not None else None
+    if level is not None and ceiling is not None:
+        first, k = min(ceiling.flat_nodes), ceiling.top_nodes
+        out = []
+        for step in range(CURVE_POINTS):
+            n = max(cluster_nodes, k) ** (step / (CURVE_POINTS - 1))
+            estimate = fit.params.throughput(n) if fit is not None and n <= k else level.estimate
+            inside = n >= first
+            out.append({"nodes": n, "estimate": estimate,
+                        "lower": level.lower if inside else None,
+                        "upper": level.upper if inside else None})  # fmt: skip
+        return tuple(out)
     if fit is None:
         return ()
     top = max(cluster_nodes, fit.largest_clients) if assessment.projects else fit.largest_clients
@@ -192,8 +212,16 @@ def project_item(
     requirement: Requirement,
     cluster_nodes: int,
     seed: int = 0,
+    grid: ceilings.Grid | None = None,
+    ranks_per_node: int = 1,
+    node_limit: ceilings.NodeLimit | None = None,
+    resamples: int = usl.BOOTSTRAP_RESAMPLES,
 ) -> ItemProjection:
-    """The requirement at ``cluster_nodes`` against ``points`` (node count -> repeats)."""
+    """The requirement at ``cluster_nodes`` against ``points`` (node count -> repeats at the
+    run's ``ranks_per_node``) and, where the sweep measured more stream counts, ``grid``
+    (node count -> ranks per node -> repeats, ``points`` among them): where the grid shows
+    the storage saturated (``ceiling.ceiling``) its measured level bounds the projection,
+    else the USL's band does; the words say what limited the trial either way."""
     required = float(requirement.value)
     k = max(points)
     worst = min(points[k])
@@ -217,10 +245,37 @@ def project_item(
             word="met",
             reason=f"met outright at {k} nodes: measured {fmt(worst)} (worst repeat) >= {need}",
         )
+    measured = grid if grid is not None else {n: {ranks_per_node: v} for n, v in points.items()}
+    ceiling = ceilings.ceiling(measured, node_limit, seed=seed, resamples=resamples, fmt=fmt)
+    assert ceiling is not None  # points has k
+    limited = f"; what limited the trial: {ceiling.limiter_words}"
+    base["ceiling"] = ceiling.to_json()
     if not usl.available():
         return ItemProjection(**base, word="undetermined", reason=usl.INSTALL_HINT)
-    assessment = usl.assess(points, seed=seed)
+    assessment = usl.assess(points, seed=seed, resamples=resamples)
     fit_json = _fit_json(assessment)
+    shortfall = worst_shortfall(points)
+    if ceiling.saturated:
+        assert ceiling.level is not None
+        level = ceiling.level
+        shown = (
+            f"the storage is saturated ({ceiling.limiter_words}): projected "
+            f"{fmt(level.estimate)} at {nodes} nodes, {usl.CONFIDENCE * 100:.0f} % prediction "
+            f"interval {fmt(level.lower)} to {fmt(level.upper)}, its measured level at "
+            f"{ceiling.top_streams:,} streams (the plateau less the decline the points can "
+            f"show, up to {ceiling.decline:.1%} across it); it {ceiling.assumption}"
+        )
+        word, reason = _decide(shown, level.lower, level.upper, shortfall, need, required, fmt)
+        return ItemProjection(
+            **base,
+            word=word,
+            reason=reason,
+            estimate=level.estimate,
+            lower=level.lower * (1.0 - shortfall),
+            upper=level.upper,
+            fit=fit_json,
+            curve=_curve(assessment, cluster_nodes, ceiling),
+        )
     if not assessment.projects:
         reason = f"{assessment.reason}; {need}"
         if assessment.kind == "linear" and assessment.fit is not None:
@@ -232,48 +287,57 @@ def project_item(
         return ItemProjection(
             **base,
             word="undetermined",
-            reason=reason,
+            reason=reason + limited,
             fit=fit_json,
             curve=_curve(assessment, cluster_nodes),
         )
     assert assessment.band is not None
     band = assessment.band.throughput(cluster_nodes)
-    shortfall = worst_shortfall(points)
-    worst_lower = band.lower * (1.0 - shortfall)
     models = " and ".join("Amdahl" if m == "amdahl" else "USL" for m in assessment.band.models)
     shown = (
         f"projected {fmt(band.estimate)} at {format_count(cluster_nodes)} nodes, "
         f"{usl.CONFIDENCE * 100:.0f} % prediction interval {fmt(band.lower)} to "
         f"{fmt(band.upper)} ({models})"
     )
-    if worst_lower >= required:
-        word: Word = "projected-pass"
-        reason = (
-            f"{shown}: its lower bound less the worst repeat's shortfall ({shortfall:.1%}), "
-            f"{fmt(worst_lower)}, meets {need}"
-        )
-    elif band.lower >= required:
-        word = "undetermined"
-        reason = (
-            f"{shown}: the lower bound meets {need} on average, but not less the worst "
-            f"repeat's shortfall ({shortfall:.1%}): {fmt(worst_lower)}"
-        )
-    elif band.upper < required:
-        word = "projected-fail"
-        reason = f"{shown}: even its upper bound falls short of {need}"
-    else:
-        word = "undetermined"
-        reason = f"{shown}: the interval straddles {need}"
+    word, reason = _decide(shown, band.lower, band.upper, shortfall, need, required, fmt)
     return ItemProjection(
         **base,
         word=word,
-        reason=reason,
+        reason=reason + limited,
         estimate=band.estimate,
-        lower=worst_lower,
+        lower=band.lower * (1.0 - shortfall),
         upper=band.upper,
         fit=fit_json,
         curve=_curve(assessment, cluster_nodes),
     )
+
+
+def _decide(
+    shown: str,
+    lower: float,
+    upper: float,
+    shortfall: float,
+    need: str,
+    required: float,
+    fmt: Callable[[float], str],
+) -> tuple[Word, str]:
+    """The word for a band (``lower`` to ``upper`` at the full count) against ``required``:
+    a pass needs the lower bound less the worst repeat's shortfall, a fail the upper bound
+    short; else undetermined."""
+    worst_lower = lower * (1.0 - shortfall)
+    if worst_lower >= required:
+        return "projected-pass", (
+            f"{shown}: its lower bound less the worst repeat's shortfall ({shortfall:.1%}), "
+            f"{fmt(worst_lower)}, meets {need}"
+        )
+    if lower >= required:
+        return "undetermined", (
+            f"{shown}: the lower bound meets {need} on average, but not less the worst "
+            f"repeat's shortfall ({shortfall:.1%}): {fmt(worst_lower)}"
+        )
+    if upper < required:
+        return "projected-fail", f"{shown}: even its upper bound falls short of {need}"
+    return "undetermined", f"{shown}: the interval straddles {need}"
 
 
 def worst_shortfall(points: Mapping[int, Sequence[float]]) -> float:
@@ -301,12 +365,26 @@ def project(
     requirements: Mapping[str, Requirement],
     cluster_nodes: int,
     sweep_words: str,
+    grids: Mapping[str, ceilings.Grid] | None = None,
+    ranks_per_node: int = 1,
+    node_limits: Mapping[str, ceilings.NodeLimit] | None = None,
 ) -> Projection:
-    """The projection of every swept metric (``series``: metric -> node count -> repeats)
-    that has a requirement (``requirements``: metric -> the requirement at the full cluster);
-    ``sweep_words`` says what was swept (``1, 2, 4 of 2,048 nodes, 8 ranks per node``)."""
+    """The projection of every swept metric (``series``: metric -> node count -> repeats at
+    the run's ``ranks_per_node``) that has a requirement (``requirements``: metric -> the
+    requirement at the full cluster); ``sweep_words`` says what was swept (``1, 2, 4 of
+    2,048 nodes, 8 ranks per node``); ``grids`` (metric -> node count -> ranks per node ->
+    repeats) where the sweep measured more stream counts, ``node_limits`` a node's own
+    measured limit per metric (``project_item``)."""
     items = tuple(
-        project_item(BY_METRIC[m], points, requirements[m], cluster_nodes)
+        project_item(
+            BY_METRIC[m],
+            points,
+            requirements[m],
+            cluster_nodes,
+            grid=(grids or {}).get(m),
+            ranks_per_node=ranks_per_node,
+            node_limit=(node_limits or {}).get(m),
+        )
         for m, points in series.items()
         if points and m in requirements
     )

@@ -13,7 +13,9 @@ node that does not exist. What it reports, at each node count: every ranks-per-n
 mean, its efficiency against a straight line from the fewest ranks, the best ranks per node
 measured, and, with at least ``usl.MIN_CLIENT_COUNTS`` rank counts (three fit the three
 parameters exactly, so a fit of three says nothing), the USL's σ, κ, r* and R² over the
-measured range. Pure: no I/O; scipy only through ``usl``.
+measured range. Its points do bound the projection, through another door: read with the
+node counts as one grid of streams, they show whether the storage is saturated and what
+limited the trial (``ceiling``). Pure: no I/O; scipy only through ``usl``.
 """
 
 from __future__ import annotations

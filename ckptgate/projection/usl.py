@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -358,15 +358,23 @@ def noise_pool(points: Mapping[int, Sequence[float]], fit: UslFit) -> np.ndarray
     deviation from its count's mean, scaled by sqrt(r / (r - 1)) for the mean's own share of
     it; where no count has two repeats, the fit's relative residuals, scaled by
     sqrt(m / (m - p)) for the p fitted parameters (Davison and Hinkley 1997, eq. 6.9)."""
-    deviations: list[float] = []
-    for n in sorted(points):
-        values = np.asarray(points[n], dtype=float)
-        if values.size >= 2:
-            factor = math.sqrt(values.size / (values.size - 1))
-            deviations.extend(float(d) for d in (values / values.mean() - 1.0) * factor)
+    deviations = repeat_deviations(points[n] for n in sorted(points))
     if deviations:
         return np.asarray(deviations)
     return lack_of_fit(fit)
+
+
+def repeat_deviations(groups: Iterable[Sequence[float]]) -> list[float]:
+    """Every repeat's relative deviation from its group's mean, scaled by sqrt(r / (r - 1))
+    for the mean's own share of it (Davison and Hinkley 1997, eq. 6.9); groups of one repeat
+    have none."""
+    deviations: list[float] = []
+    for group in groups:
+        values = np.asarray(group, dtype=float)
+        if values.size >= 2:
+            factor = math.sqrt(values.size / (values.size - 1))
+            deviations.extend(float(d) for d in (values / values.mean() - 1.0) * factor)
+    return deviations
 
 
 def lack_of_fit(fit: UslFit) -> np.ndarray:

@@ -10,6 +10,9 @@ import pytest
 
 from ckptgate.checks.scaling import (
     SweepError,
+    SweepPlan,
+    SweepPoint,
+    SweepResult,
     doubling,
     plan_sweep,
     sweep_point_s,
@@ -85,6 +88,25 @@ def test_a_sweep_on_2048_nodes_is_cut_to_its_budget_keeping_one_node_and_the_run
         within_budget(plan, 100.0, 0.0)
 
 
+def test_the_projection_reads_every_point_of_the_sweep_as_one_grid():
+    # The ceiling needs every ranks-per-node point, not the run's own only: 2 node counts x
+    # 2 ranks per node, 2 repeats each, arrive as metric -> nodes -> ranks -> repeats.
+    result = SweepResult(SweepPlan((1, 2), (1, 4), 2, 4), cluster_nodes=64)
+    for nodes in (1, 2):
+        for ranks in (1, 4):
+            for repeat in (1, 2):
+                rate = float(nodes * ranks * 10 + repeat)
+                result.points.append(
+                    SweepPoint(nodes, ranks, repeat, 1, rate, 1, 2 * rate, 1, 3 * rate, 2)
+                )
+    grids = result.grids()
+    assert sorted(grids) == ["create", "read", "write"]
+    assert grids["write"] == {1: {1: [11.0, 12.0], 4: [41.0, 42.0]},
+                              2: {1: [21.0, 22.0], 4: [81.0, 82.0]}}  # fmt: skip
+    assert grids["read"][2][4] == [162.0, 164.0]
+    assert {n: v[4] for n, v in grids["write"].items()} == result.series()["write"]
+
+
 def test_a_sweep_points_time_is_its_four_windows():
     assert sweep_point_s(create_window_s=30.0, restart_read_s=60.0) == 180.0
 
@@ -137,6 +159,10 @@ def test_a_sweep_measures_every_point_and_projects_in_its_own_line(
     assert curves["write"]["fit"] is None and curves["write"]["efficiency"][0] == 1.0
     assert curves["write"]["note"].startswith("3 ranks-per-node count(s)")
     assert write["reason"].startswith("too few points: 1 client count(s)")
+    # what limited the trial, said and kept: one node cannot show the storage's ceiling
+    assert "; what limited the trial: " in write["reason"]
+    assert write["ceiling"]["limiter"] in ("client", "none", "unknown")
+    assert write["ceiling"]["saturated"] is False and write["ceiling"]["top_streams"] == 4
     # Its own line, right below the verdict, which it does not change.
     lines = out.splitlines()
     verdict_at = next(i for i, line in enumerate(lines) if line.startswith("VERDICT"))

@@ -116,23 +116,35 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_the_readme_worked_example() -> None:
-    """README "Scaling sweep and projection": 405b on 2,048 nodes from a 16-node sweep; the
-    README quotes the line the code writes, and its figure is the one the script draws."""
+    """README "Scaling sweep and projection": 405b on 2,048 nodes from an 8-node sweep at 1 to
+    8 ranks per node; the README quotes the line the code writes, and its figure is the one
+    the script draws."""
     projection = worked_example().projection
     assert projection is not None
     write, read, create = projection.items
-    assert projection.word == "undetermined"
-    assert write.word == "undetermined"
-    assert write.lower is not None and write.lower < 23.6 * GB < write.upper  # type: ignore[operator]
-    assert read.reason.startswith("still linear at 16 nodes (fitted efficiency 1.00 >= 0.8)")
-    assert create.word == "met" and "measured 1050 /s" in create.reason
+    assert projection.word == "projected-fail"
+    assert write.word == "projected-fail"
+    assert write.upper is not None and write.upper < 23.6 * GB
+    assert write.ceiling is not None and write.ceiling["limiter"] == "storage"
+    assert read.word == "undetermined" and read.ceiling is not None
+    assert read.ceiling["limiter"] == "client"
+    assert create.word == "met" and "measured 881 /s" in create.reason
     readme = " ".join(README.read_text(encoding="utf-8").split())
     quoted = [
-        "projected 39.6 GB/s at 2,048 nodes, 95 % prediction interval 2.03 GB/s to 42.3 GB/s "
-        "(USL and Amdahl): the interval straddles required 23.6 GB/s",
-        "still linear at 16 nodes (fitted efficiency 1.00 >= 0.8): the ceiling is above "
+        "the storage is saturated (storage-limited: the aggregate is flat from 16 to 64 streams "
+        "across 2, 4, 8 nodes at 2, 4, 8 stream(s) per node while the clients had headroom "
+        "(each of its 8 nodes delivered 2.56 GB/s where 1 node(s) delivered 14.8 GB/s each)): "
+        "projected 20.5 GB/s at 2,048 nodes, 95 % prediction interval 19.8 GB/s to 21.2 GB/s, "
+        "its measured level at 64 streams (the plateau less the decline the points can show, "
+        "up to 1.7% across it); it assumes no decline (nor rise) beyond 64 streams (8 nodes x "
+        "8 per node), the largest concurrency measured",
+        "even its upper bound falls short of required 23.6 GB/s",
+        "still linear at 8 nodes (fitted efficiency 1.00 >= 0.8): the ceiling is above "
         "39.2 GB/s and unknown; required 47.3 GB/s",
-        "met outright at 16 nodes: measured 1050 /s",
+        "what limited the trial: client-limited: at 8 nodes 8 streams per node gave no more "
+        "than 4 (40.0 GB/s against 40.0 GB/s) while more nodes still raised the aggregate: "
+        "each node's own ceiling, 5.00 GB/s per node; the storage was not shown its ceiling",
+        "met outright at 8 nodes: measured 881 /s",
     ]
     for words in quoted:
         assert words in projection.line and words in readme, words
@@ -190,3 +202,66 @@ def test_a_storage_saturated_from_one_node_projects_a_fail_not_a_poor_fit() -> N
     item = project_item(BY_METRIC["write"], points, requirement(8.4e6), 64)
     assert item.word == "projected-fail", item.reason
     assert item.upper is not None and item.upper < 8.4e6
+
+
+def plateau_grid(cap=14 * GB, per_stream=1 * GB, wobble=0.02):
+    """Nodes 1 to 8 at 1 to 8 streams each: each stream worth ``per_stream`` until the
+    storage's ``cap``, three repeats ±``wobble``."""
+    return {
+        n: {
+            r: [min(n * r * per_stream, cap) * (1 + f * wobble) for f in (-1, 0, 1)]
+            for r in (1, 2, 4, 8)
+        }
+        for n in (1, 2, 4, 8)
+    }
+
+
+def test_a_saturated_storage_projects_from_its_measured_plateau_and_says_what_it_assumes():
+    # 14 GB/s from 16 streams on: flat across 2, 4 and 8 nodes and 2 to 8 streams per node.
+    # A free κ left the band at 2,048 nodes from near nothing to above 15 GB/s (undetermined);
+    # the measured plateau, less what the points can show of a decline, bounds it: the
+    # storage cannot give 15 GB/s to any number of nodes, and says what that assumes.
+    grid = plateau_grid()
+    points = {n: grid[n][8] for n in grid}
+    item = project_item(
+        BY_METRIC["write"], points, requirement(15 * GB), 2048, grid=grid, ranks_per_node=8
+    )
+    assert item.word == "projected-fail", item.reason
+    assert item.lower is not None and 0.9 * 14 * GB <= item.lower < 14 * GB
+    assert item.upper is not None and 14 * GB < item.upper < 15 * GB
+    assert item.reason.startswith("the storage is saturated (storage-limited: the aggregate")
+    assert "while the clients had headroom" in item.reason
+    assert "assumes no decline (nor rise) beyond 64 streams (8 nodes x 8 per node)" in item.reason
+    assert item.ceiling is not None and item.ceiling["limiter"] == "storage"
+    assert "qualified" not in item.reason
+
+
+def test_a_client_limited_trial_says_the_storage_was_not_shown_its_ceiling():
+    # Each node's client caps at 4 GB/s (8 streams give no more than 4): the aggregate grows
+    # with nodes and the storage's ceiling is not in the data.
+    grid = {
+        n: {r: [n * min(r, 4) * GB * f for f in (0.99, 1.0, 1.01)] for r in (1, 2, 4, 8)}
+        for n in (1, 2, 4, 8)
+    }
+    points = {n: grid[n][8] for n in grid}
+    item = project_item(
+        BY_METRIC["write"], points, requirement(100 * GB), 2048, grid=grid, ranks_per_node=8
+    )
+    assert item.word == "undetermined"
+    assert "what limited the trial: client-limited: at 8 nodes 8 streams per node" in item.reason
+    assert item.reason.endswith("the storage was not shown its ceiling")
+
+
+def test_a_projection_from_a_plateau_is_its_own_line() -> None:
+    grid = plateau_grid()
+    projection = project(
+        {"write": {n: grid[n][8] for n in grid}},
+        {"write": requirement(15 * GB)},
+        2048,
+        "1, 2, 4, 8 of 2,048 nodes",
+        grids={"write": grid},
+        ranks_per_node=8,
+    )
+    assert projection.word == "projected-fail"
+    assert projection.line.startswith("PROJECTION projected-fail (not a qualification")
+    assert "assumes no decline (nor rise) beyond 64 streams" in projection.line
