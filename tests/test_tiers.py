@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.beds import BED_MARKERS, BEDS_MARKER
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,3 +50,18 @@ def test_the_bed_tier_is_tests_beds_and_every_bed_test_names_its_beds(tmp_path: 
         n for n in beds if n.startswith("tests/beds/test_slurm_ceph.py::")
     }
     assert all({"fuse"} <= tests[n] for n in beds if n.startswith("tests/beds/test_faultfs.py::"))
+
+
+def test_a_missing_bed_skips_with_its_reason_and_fails_where_ci_requires_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.beds import REQUIRED_ENV, bed_missing
+
+    monkeypatch.delenv(REQUIRED_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"^ceph-mon not found$"):
+        bed_missing("ceph", "ceph-mon not found")
+    monkeypatch.setenv(REQUIRED_ENV, "fuse hosts ceph")
+    with pytest.raises(pytest.fail.Exception, match=r"ceph-mon not found .* the ceph bed"):
+        bed_missing("ceph", "ceph-mon not found")
+    with pytest.raises(pytest.skip.Exception):  # a bed CI did not install still skips
+        bed_missing("slurm", "slurmctld not found")

@@ -3,7 +3,29 @@
 Every test in this folder is marked ``beds`` (the bed tier: ``pytest -m beds``; the fast tier is
 ``pytest -m "not beds"``), and with a marker for each bed it builds (``pytest -m ceph``), read
 from the bed modules its module imports (``tests/beds/conftest.py``).
+
+A bed that cannot run here skips its test with one line naming what is missing
+(``bed_missing``), except for the beds named in ``$CKPTGATE_BEDS_REQUIRED`` (CI sets it to the
+beds whose packages it installed), where the same line fails the test: a bed that skipped
+itself proves nothing.
 """
+
+import os
+from typing import NoReturn
+
+import pytest
+
+REQUIRED_ENV = "CKPTGATE_BEDS_REQUIRED"
+"""Space-separated bed markers that must run (``fuse hosts ceph slurm``), or unset."""
+
+
+def bed_missing(marker: str, reason: str) -> NoReturn:
+    """Skip the calling test, naming what the bed ``marker`` lacks; fail it instead where the
+    bed is required (``$CKPTGATE_BEDS_REQUIRED``)."""
+    if marker in os.environ.get(REQUIRED_ENV, "").split():
+        pytest.fail(f"{reason} ({REQUIRED_ENV} names the {marker} bed: it must run here)")
+    pytest.skip(reason)
+
 
 BED_MARKERS: dict[str, tuple[str, str]] = {
     # bed module (tests/beds/<module>.py) -> (marker, help text)

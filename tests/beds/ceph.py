@@ -63,8 +63,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
+from tests.beds import bed_missing
 from tests.beds.hosts import (
     _LOCK,
     HEAD,
@@ -532,7 +531,7 @@ def ceph_bed(
     """
     reason = _missing()
     if reason:
-        pytest.skip(reason)
+        bed_missing("ceph", reason)
     if not 1 <= clients <= 20 or not 1 <= osds <= 8:
         raise ValueError(f"clients must be 1 to 20 and osds 1 to 8, not {clients}, {osds}")
     lock = os.open(_LOCK, os.O_RDONLY | os.O_DIRECTORY)
@@ -547,7 +546,7 @@ def ceph_bed(
         try:
             _sh(["ip", "netns", "add", hosts.bridge_ns])
         except RuntimeError as error:
-            pytest.skip(f"cannot make a network namespace here: {error}")
+            bed_missing("ceph", f"cannot make a network namespace here: {error}")
         _sh(["ip", "-n", hosts.bridge_ns, "link", "add", "br0", "type", "bridge"])
         _sh(["ip", "-n", hosts.bridge_ns, "link", "set", "br0", "up"])
         _make_dir(mount_point, made)

@@ -88,6 +88,7 @@ from typing import Any
 
 import pytest
 
+from tests.beds import bed_missing
 from tests.beds.faultfs_server import parse_rule
 
 SERVER = Path(__file__).with_name("faultfs_server.py")
@@ -330,7 +331,7 @@ def faultfs(
     """
     reason = unavailable()
     if reason is not None:
-        pytest.skip(reason)
+        bed_missing("fuse", reason)
     root = Path(tempfile.mkdtemp(prefix="faultfs-", dir=base))
     bed = FaultFS(root, direct_io, start_timeout_s)
     try:

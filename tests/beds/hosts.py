@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import pytest
+from tests.beds import bed_missing
 
 SUBNET = "198.18.0.0/24"
 SERVER = "storage"
@@ -562,7 +562,7 @@ def host_bed(
     """
     reason = _missing()
     if reason:
-        pytest.skip(reason)
+        bed_missing("hosts", reason)
     if not 1 <= clients <= 200:
         raise ValueError(f"clients must be 1 to 200, not {clients}")
     started = time.monotonic()
@@ -577,7 +577,7 @@ def host_bed(
         try:
             _sh(["ip", "netns", "add", bed.bridge_ns])
         except RuntimeError as error:
-            pytest.skip(f"cannot make a network namespace here: {error}")
+            bed_missing("hosts", f"cannot make a network namespace here: {error}")
         _sh(["ip", "-n", bed.bridge_ns, "link", "add", "br0", "type", "bridge"])
         _sh(["ip", "-n", bed.bridge_ns, "link", "set", "br0", "up"])
         _make_dir("/run/sshd", made)  # sshd's privilege-separation directory

@@ -50,8 +50,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
+from tests.beds import bed_missing
 from tests.beds.hosts import HEAD, SUBNET, HostBed
 
 TOOLS = ("slurmctld", "slurmd", "srun", "sbatch", "scancel", "squeue", "scontrol", "munged")
@@ -314,7 +313,7 @@ def slurm_bed(
     is missing; stops every daemon and job on the way out."""
     reason = missing()
     if reason:
-        pytest.skip(reason)
+        bed_missing("slurm", reason)
     state = hosts.state / "slurm"
     state.mkdir(mode=0o700)
     bed = SlurmBed(
