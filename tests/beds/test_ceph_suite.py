@@ -287,7 +287,10 @@ def test_radosgw_stopped_mid_upload_is_named_and_leaves_no_partial_object(
             continue  # the run's manifest and lease: they list what stayed
         assert info["size"] == sizes[key], (key, info["size"], sizes.get(key))  # whole
         assert key.split("/", 1)[1] in out, (key, out[-4000:])  # named as left behind
-    uploads = "print(json.dumps(fs.call_s3('list_multipart_uploads', Bucket=sys.argv[2])))"
+    # an upload's Initiated is a datetime: the listing prints as text what JSON cannot hold
+    uploads = (
+        "print(json.dumps(fs.call_s3('list_multipart_uploads', Bucket=sys.argv[2]), default=str))"
+    )
     pending = json.loads(s3_call(ceph, uploads, bucket)).get("Uploads", [])
     print(f"objects left {len(left)}, uploads RGW's death kept open {len(pending)}")
     wipe = (
