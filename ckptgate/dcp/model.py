@@ -31,7 +31,7 @@ import torch
 
 from ckptgate.sizing import Architecture
 from ckptgate.sizing.architecture import parameter_shapes
-from ckptgate.sizing.dcp_plan import state_kinds, state_path
+from ckptgate.sizing.dcp_plan import GROUP, state_kinds, state_order, state_path
 
 #: The optimizer step the synthetic state claims to be at.
 TRAIN_STEP = 1000
@@ -124,7 +124,8 @@ def tensor_entries(arch: Architecture, bytes_per_parameter: int) -> Iterator[Ten
     kinds = state_kinds(bytes_per_parameter)
     for fqn, shape in parameter_shapes(arch).items():
         for kind in kinds:
-            yield TensorEntry(state_path(kind, fqn), fqn, kind, shape, kind_dtype(kind))
+            path = state_path(kind, fqn, bytes_per_parameter)
+            yield TensorEntry(path, fqn, kind, shape, kind_dtype(kind))
 
 
 # Multiply-xorshift mixing on 32-bit values held in int64: every product stays below 2**63,
@@ -193,6 +194,19 @@ def get_path(state: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return node
 
 
+def state_skeleton(fqns: list[str], bytes_per_parameter: int) -> dict[str, Any]:
+    """The state's nested dicts with every leaf's key in place, in the order DCP flattens them
+    (``sizing.dcp_plan.state_order``, which the layout model replays), each None until built: a
+    dict keeps a key where it was first inserted, so filling the leaves in any order keeps it."""
+    state: dict[str, Any] = {}
+    for kind, name in state_order(fqns, bytes_per_parameter):
+        if kind == GROUP:
+            state["optim"].setdefault("param_groups", None)
+        else:
+            set_path(state, state_path(kind, name, bytes_per_parameter), None)
+    return state
+
+
 def _local_blocks(
     arch: Architecture, bytes_per_parameter: int, mesh: Any | None, layout: str
 ) -> Iterator[tuple[TensorEntry, tuple[int, ...], tuple[int, ...], list[Any] | None]]:
@@ -240,8 +254,8 @@ def build_state(
     Local blocks are fresh contiguous tensors, never views into a bigger storage: async staging
     on torch 2.13 fails on shards that are views with a non-zero storage offset.
     """
-    state: dict[str, Any] = {}
     fqns = list(parameter_shapes(arch))
+    state = state_skeleton(fqns, bytes_per_parameter)
     for entry, local_shape, offset, placements in _local_blocks(
         arch, bytes_per_parameter, mesh, layout
     ):

@@ -6,10 +6,15 @@ that per-rank and per-file bytes come from DCP's rules, not from an even split:
 
 1. Local plans. Every rank lists its write items in the flattened state dict's order
    (``torch/distributed/checkpoint/default_planner.py``, ``create_default_local_save_plan``;
-   ``_traverse.py``'s depth-first order): one item per local chunk of a sharded tensor (a
-   ``Shard(0)`` DTensor: ``torch.chunk``'s rows, ceil(rows / W) per rank), one item per
-   plain (replicated) tensor, one BYTE_IO item per non-tensor leaf (the optimizer's param
-   group entries, ``train.step``).
+   ``_traverse.py``'s depth-first order), the state laid out as a training script's
+   ``get_state_dict(model, optimizer)`` gives it (``state_order``: the model's weights, then
+   per parameter AdamW's ``step``, ``exp_avg``, ``exp_avg_sq``): one item per local chunk of a
+   sharded tensor (a ``Shard(0)`` DTensor: ``torch.chunk``'s rows, ceil(rows / W) per rank),
+   one item per plain (replicated) tensor, one BYTE_IO item per non-tensor leaf (the
+   optimizer's param group entries, ``train.step``). The order decides the dedup's choices:
+   with the suite's earlier order (optimizer state first, ``step`` last) a replicated save of
+   a 125M GQA model at W = 4 came out 304, 397, 398, 397 MB a rank where DCP wrote 421, 327,
+   328, 421 (issue 35).
 2. Dedup (``_dedup_save_plans.py``, ``dedup_save_plans``): items are visited rank by rank in
    plan order; an item that several ranks hold goes whole to the holder with the fewest
    planned bytes so far (ties to the lowest rank), and every item visited adds its
@@ -34,6 +39,7 @@ plain tensor, replicated in both.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,13 +86,50 @@ def state_kinds(bytes_per_parameter: int) -> tuple[str, ...]:
     return kinds
 
 
-def state_path(kind: str, fqn: str) -> tuple[str, ...]:
-    """Where a tensor sits in the nested state dict (the layout torch's get_state_dict uses)."""
-    if kind == "weight":
+STEP = "step"
+"""The kind of Adam's 0-dim fp32 ``step`` tensor, one per parameter (replicated in every layout)."""
+GROUP = "group"
+"""The kind of a param group entry (a BYTE_IO leaf; its name is the group's key)."""
+TRAIN = "train"
+"""The kind of the training loop's own state (``train.step``, a BYTE_IO leaf)."""
+
+
+def state_path(kind: str, fqn: str, bytes_per_parameter: int) -> tuple[str, ...]:
+    """Where a leaf sits in the nested state dict: the layout of ``get_state_dict(model,
+    optimizer)`` (``torch/distributed/checkpoint/state_dict.py``, torch 2.13) saved as
+    ``{"model": ..., "optim": ...}``, plus the grads and the loop's step. The model holds the
+    weights: fp32 at K = 12 (they are the master weights), bf16 at K >= 14, where the fp32
+    master is the optimizer's (``optim.state.FQN.master_weight``)."""
+    if kind == "weight" or (kind == "master" and bytes_per_parameter == 12):
         return ("model", fqn)
+    if kind == "master":
+        return ("optim", "state", fqn, "master_weight")
     if kind == "grad":
         return ("grads", fqn)
-    return ("optim", "state", fqn, "master_weight" if kind == "master" else kind)
+    if kind == GROUP:
+        return ("optim", "param_groups", "0", fqn)
+    if kind == TRAIN:
+        return ("train", fqn)
+    return ("optim", "state", fqn, kind)
+
+
+def state_order(fqns: Sequence[str], bytes_per_parameter: int) -> list[tuple[str, str]]:
+    """Every leaf of the state as (kind, name), in the order DCP flattens it
+    (``_traverse.py``: depth first, in the dicts' insertion order), which is the order its
+    dedup visits the items in. As a training script's ``get_state_dict`` gives it: the model's
+    weights; then per parameter the optimizer's state in the order ``torch.optim.AdamW``
+    creates it (``step``, ``exp_avg``, ``exp_avg_sq``; the fp32 master after them at K >= 14);
+    the param group; the grads (K = 16); the loop's ``train.step``."""
+    kinds = state_kinds(bytes_per_parameter)
+    weight = "weight" if "weight" in kinds else "master"
+    order = [(weight, fqn) for fqn in fqns]
+    moments = [STEP, "exp_avg", "exp_avg_sq"] + (["master"] if weight == "weight" else [])
+    order += [(kind, fqn) for fqn in fqns for kind in moments]
+    order += [(GROUP, key) for key in ADAMW_PARAM_GROUP_KEYS]
+    if "grad" in kinds:
+        order += [("grad", fqn) for fqn in fqns]
+    order.append((TRAIN, "step"))
+    return order
 
 
 def torch_save_bytes(data_bytes: int) -> int:
@@ -131,40 +174,30 @@ def _rows(rows: int, world_size: int, rank: int) -> tuple[int, int]:
 def local_plan(
     arch: Architecture, bytes_per_parameter: int, world_size: int, rank: int, layout: str
 ) -> list[WriteItem]:
-    """Rank ``rank``'s write items in the flattened state dict's order, as ckptgate.dcp.model
-    builds the state: per parameter its optimizer state and step, then the param group, then
-    the bf16 weights, the grads, and ``train.step``."""
+    """Rank ``rank``'s write items in the flattened state dict's order (``state_order``), as
+    ckptgate.dcp.model builds the state."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout: {layout!r} is not one of {LAYOUTS}")
     shapes = parameter_shapes(arch)
-    kinds = state_kinds(bytes_per_parameter)
     items: list[WriteItem] = []
-
-    def tensor(kind: str, fqn: str) -> WriteItem:
-        shape = shapes[fqn]
-        key = ".".join(state_path(kind, fqn))
-        per_row = KIND_ITEMSIZE_BYTES[kind]
-        for d in shape[1:]:
-            per_row *= d
-        if layout == "replicated":
-            first, rows = 0, shape[0]
+    for kind, name in state_order(list(shapes), bytes_per_parameter):
+        key = ".".join(state_path(kind, name, bytes_per_parameter))
+        if kind == STEP:
+            items.append(WriteItem(key, 0, 4, torch_save_bytes(4), True, True))
+        elif kind in (GROUP, TRAIN):
+            params = kind == GROUP and name == "params"
+            size = names_entry_bytes(list(shapes)) if params else BYTE_ENTRY_BYTES
+            items.append(WriteItem(key, 0, 0, size, False, True))
         else:
-            first, rows = _rows(shape[0], world_size, rank)
-        data = rows * per_row
-        whole = shape[0] * per_row
-        return WriteItem(key, first, whole, torch_save_bytes(data), True, layout == "replicated")
-
-    for fqn in shapes:
-        items.extend(tensor(kind, fqn) for kind in kinds if kind not in ("weight", "grad"))
-        step = f"optim.state.{fqn}.step"
-        items.append(WriteItem(step, 0, 4, torch_save_bytes(4), True, True))
-    for name in ADAMW_PARAM_GROUP_KEYS:
-        size = names_entry_bytes(list(shapes)) if name == "params" else BYTE_ENTRY_BYTES
-        items.append(WriteItem(f"optim.param_groups.0.{name}", 0, 0, size, False, True))
-    for kind in ("weight", "grad"):
-        if kind in kinds:
-            items.extend(tensor(kind, fqn) for fqn in shapes)
-    items.append(WriteItem("train.step", 0, 0, BYTE_ENTRY_BYTES, False, True))
+            shape = shapes[name]
+            per_row = KIND_ITEMSIZE_BYTES[kind] * math.prod(shape[1:])
+            if layout == "replicated":
+                first, rows = 0, shape[0]
+            else:
+                first, rows = _rows(shape[0], world_size, rank)
+            whole = shape[0] * per_row
+            data = torch_save_bytes(rows * per_row)
+            items.append(WriteItem(key, first, whole, data, True, layout == "replicated"))
     return items
 
 

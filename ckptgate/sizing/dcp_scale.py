@@ -31,16 +31,19 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from dataclasses import dataclass
 
 from ckptgate.sizing.architecture import Architecture, parameter_shapes
 from ckptgate.sizing.dcp_plan import (
-    ADAMW_PARAM_GROUP_KEYS,
     BYTE_ENTRY_BYTES,
+    GROUP,
     KIND_ITEMSIZE_BYTES,
     LAYOUTS,
+    STEP,
+    TRAIN,
     names_entry_bytes,
-    state_kinds,
+    state_order,
     torch_save_bytes,
 )
 
@@ -68,31 +71,24 @@ def _slots(
 ) -> tuple[list[_Slot], list[int]]:
     """Every rank's plan positions, and which of them are chunked (fsdp's Shard(0) tensors)."""
     shapes = parameter_shapes(arch)
-    kinds = state_kinds(bytes_per_parameter)
     sharded = layout == "fsdp"
     slots: list[_Slot] = []
-
-    def tensor(kind: str, fqn: str) -> _Slot:
-        shape = shapes[fqn]
-        row = KIND_ITEMSIZE_BYTES[kind]
-        for d in shape[1:]:
-            row *= d
-        whole = shape[0] * row
-        if sharded:
-            return _Slot(whole, shape[0], row, 0, True)
-        return _Slot(whole, 0, row, torch_save_bytes(whole), True)
-
-    step = _Slot(STEP_STORAGE_BYTES, 0, 0, torch_save_bytes(STEP_STORAGE_BYTES), True)
-    for fqn in shapes:
-        slots.extend(tensor(kind, fqn) for kind in kinds if kind not in ("weight", "grad"))
-        slots.append(step)
     names = names_entry_bytes(list(shapes))
-    for key in ADAMW_PARAM_GROUP_KEYS:
-        slots.append(_Slot(0, 0, 0, names if key == "params" else BYTE_ENTRY_BYTES, False))
-    for kind in ("weight", "grad"):
-        if kind in kinds:
-            slots.extend(tensor(kind, fqn) for fqn in shapes)
-    slots.append(_Slot(0, 0, 0, BYTE_ENTRY_BYTES, False))
+    for kind, name in state_order(list(shapes), bytes_per_parameter):
+        if kind == STEP:
+            step_bytes = torch_save_bytes(STEP_STORAGE_BYTES)
+            slots.append(_Slot(STEP_STORAGE_BYTES, 0, 0, step_bytes, True))
+        elif kind in (GROUP, TRAIN):
+            entry = names if kind == GROUP and name == "params" else BYTE_ENTRY_BYTES
+            slots.append(_Slot(0, 0, 0, entry, False))
+        else:
+            shape = shapes[name]
+            row = KIND_ITEMSIZE_BYTES[kind] * math.prod(shape[1:])
+            whole = shape[0] * row
+            if sharded:
+                slots.append(_Slot(whole, shape[0], row, 0, True))
+            else:
+                slots.append(_Slot(whole, 0, row, torch_save_bytes(whole), True))
     chunked = [p for p, s in enumerate(slots) if s.rows]
     return slots, chunked
 
