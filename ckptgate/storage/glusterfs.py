@@ -14,15 +14,19 @@ nothing of the performance translators.)
 
 Two facts come from the graph: the volume's placement (``placement``: its type, replica
 count, bricks and translators, for the report beside CephFS's pool), and the client's own data
-cache (``data_cache``). GlusterFS's io-cache keeps file data that this client read in the
-glusterfs process's memory and serves later reads from it, on new opens too, for as long as
-the file's modification time does not change (revalidated every ``cache-refresh-timeout``
-seconds, 1 by default). Those bytes are not in the kernel's page cache: ``mincore(2)`` reports
-a file io-cache holds as 0 % resident and ``posix_fadvise(DONTNEED)`` does not drop them, so a
-restart read the suite calls uncached may be served from the client's memory. An O_DIRECT
-descriptor is not cached by io-cache (it winds such a descriptor's reads to the bricks), so a
-read with ``--direct`` is the servers'. Every read from a GlusterFS file with io-cache in its
-graph and without O_DIRECT is refused as possibly the cache's (``ckptgate.checks.restart``).
+cache (``data_cache``). GlusterFS's io-cache (off by default in GlusterFS 10.3; ``gluster
+volume set VOLUME performance.io-cache on`` puts it in every client's graph) keeps file data
+that this client read in the glusterfs process's memory and serves later reads from it, on
+new opens too, for as long as the file's modification time does not change (revalidated every
+``cache-refresh-timeout`` seconds, 1 by default). Those bytes are not in the kernel's page
+cache: ``mincore(2)`` reports a file io-cache holds as 0 % resident and
+``posix_fadvise(DONTNEED)`` does not drop them, so a restart read the suite calls uncached may
+be served from the client's memory. An O_DIRECT descriptor is not cached by io-cache (it winds
+such a descriptor's reads to the bricks), so a read with ``--direct`` is the servers'. Every
+read from a GlusterFS file with io-cache in its graph and without O_DIRECT is refused as
+possibly the cache's (``ckptgate.checks.restart``). All of this was seen on the suite's
+GlusterFS bed (``tests/beds/test_gluster_suite.py``): a second read of a 64 MiB file, 0 %
+resident, made the bricks read nothing; an O_DIRECT read of it made them read all of it again.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ API::
         bed.brick_pids("replica")        # {brick path: pid of its glusterfsd}
         bed.kill_brick("replica", 1)     # SIGKILL that brick's glusterfsd
         bed.start_force("replica")       # gluster volume start replica force; bricks up
+        bed.wait_connected("replica")    # every client connected to every brick again
         bed.client_path("node1", "replica", "x")  # that client's view, through /proc/PID/root
         bed.brick_read_bytes("replica")  # bytes the volume's bricks have read (rchar)
 
