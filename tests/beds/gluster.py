@@ -107,9 +107,10 @@ REAPER = (
     "        break\n"
 )
 """glusterd's parent: a subreaper that reaps every process glusterd leaves (the bricks
-daemonize, so their parent is the nearest subreaper, else the machine's pid 1). Where that pid
-1 reaps nothing (a container's init), a killed brick stayed a zombie, glusterd took its pid
-file's process for alive, and ``volume start force`` started nothing."""
+daemonize, so their parent is the nearest subreaper, else the machine's pid 1). On this
+project's machine, whose pid 1 is not an init that reaps at once, a killed brick stayed a
+zombie for over a minute, glusterd took its pid file's process for alive, and ``volume start
+force`` started nothing."""
 
 
 def brick_path(volume: str, index: int) -> str:
