@@ -5,7 +5,9 @@ state. Both checks read the files of the latest write round, read-only:
 
 - readback: each rank reads a shard another rank wrote (another node's, with several nodes),
   after its pages were dropped and their residency measured; a cache-served read fails,
-  except on a memory-backed target, which the report names.
+  except on a memory-backed target, which the report names. So does a read without O_DIRECT
+  through a filesystem client that caches file data in memory of its own (GlusterFS's
+  io-cache: ``FsFacts.client_cache``), which no residency measurement can see.
 - resharded restore: M < N ranks (``run.reshard_fraction``) read contiguous slices that span
   parts of several old files, as a load onto fewer nodes does.
 
@@ -72,6 +74,20 @@ def _cache_words(result: ReadResult, store: ObjectStore | None = None) -> str:
     return words
 
 
+def client_cache_refusal(client_cache: str | None, result: ReadResult) -> str | None:
+    """Why ``result`` may be the filesystem client's own cache's rather than the storage's,
+    or None: a client that keeps file data in memory of its own (``client_cache``, from
+    ``FsFacts``) serves a buffered read from there with the page cache empty, so residency
+    proves nothing; an O_DIRECT read (every file's) bypasses it."""
+    if client_cache is None or result.direct:
+        return None
+    why = f"O_DIRECT refused: {result.direct_refused}; " if result.direct_refused else ""
+    return (
+        f"client cache: {why}read without O_DIRECT through a client with a data cache of its "
+        f"own, which may have served it: {client_cache}: not counted as the storage's"
+    )
+
+
 def _judge_read(campaign: WriteCampaign, id: str, result: ReadResult, what: str) -> Item:
     ctx = campaign.ctx
     burst = result.burst
@@ -99,7 +115,16 @@ def _judge_read(campaign: WriteCampaign, id: str, result: ReadResult, what: str)
             f"; cache-served: {len(result.cache_served)} file(s) were resident in this node's "
             f"page cache, e.g. {result.cache_served[0]}: the storage was not what was read"
         )
+    refusal = client_cache_refusal(ctx.target.facts.client_cache, result)
+    if refusal is not None:
+        item.passed = False
+        item.detail += f"; {refusal}"
     return item
+
+
+def _section(campaign: WriteCampaign, section: dict[str, Any]) -> dict[str, Any]:
+    """A read's report section, with the client's own data cache named (None: none known)."""
+    return {**section, "client_cache": campaign.ctx.target.facts.client_cache}
 
 
 def _all_read_bytes(campaign: WriteCampaign) -> int:
@@ -132,7 +157,7 @@ def readback(campaign: WriteCampaign) -> Answer:
     if result.burst.total_bytes != _all_read_bytes(campaign):
         item.passed = False
         item.detail += f"; read {result.burst.total_bytes} B of {_all_read_bytes(campaign)} B"
-    return Answer(item, result.to_json())
+    return Answer(item, _section(campaign, result.to_json()))
 
 
 def resharded(campaign: WriteCampaign) -> Answer | None:
@@ -186,4 +211,4 @@ def resharded(campaign: WriteCampaign) -> Answer | None:
     if result.burst.total_bytes != _all_read_bytes(campaign):
         item.passed = False
         item.detail += f"; read {result.burst.total_bytes} B of {_all_read_bytes(campaign)} B"
-    return Answer(item, result.to_json())
+    return Answer(item, _section(campaign, result.to_json()))

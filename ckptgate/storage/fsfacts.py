@@ -2,9 +2,10 @@
 whether the target can take the run (there, writable, room).
 
 Nothing here does I/O on a target beyond reading ``/proc/mounts``, ``stat``, ``access``, one
-``statvfs`` and the placement attributes (``placement``); the backends (``posix``,
-``fsspec_backend``) and the target (``target``) ask these questions, so this module imports no
-other part of ``ckptgate.storage`` but its error and ``placement``.
+``statvfs`` and the placement facts (``placement``: extended attributes, or a GlusterFS
+client's graph); the backends (``posix``, ``fsspec_backend``) and the target (``target``) ask
+these questions, so this module imports no other part of ``ckptgate.storage`` but its error
+and ``placement`` (with the ``glusterfs`` reader it calls).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 
 from ckptgate.storage.errors import TargetError
-from ckptgate.storage.placement import fs_placement
+from ckptgate.storage.placement import client_placement
 
 __all__ = [
     "LOCAL_PROTOCOLS",
@@ -50,7 +51,11 @@ class FsFacts:
     """Mounted read-only (statvfs ST_RDONLY): no room figure means anything then."""
     placement: dict[str, str] = field(default_factory=dict)
     """Where the filesystem puts the target's data, in its own words
-    (``ckptgate.storage.placement``: CephFS's ``ceph.dir.layout.pool``)."""
+    (``ckptgate.storage.placement``: CephFS's ``ceph.dir.layout.pool``, GlusterFS's volume
+    type, bricks and translators)."""
+    client_cache: str | None = None
+    """Why the filesystem's client may serve a read from memory of its own, which this node's
+    page cache (and so ``mincore``) does not show, or None: a GlusterFS client with io-cache."""
 
     @property
     def memory_backed(self) -> bool:
@@ -74,13 +79,15 @@ def local_fs_facts(path: str) -> FsFacts:
     except OSError:
         pass
     stats = os.statvfs(real)
+    placement, client_cache = client_placement(real, mount_point, fs_type)
     return FsFacts(
         fs_type=fs_type,
         mount_point=mount_point,
         free_bytes=stats.f_bavail * stats.f_frsize,
         total_bytes=stats.f_blocks * stats.f_frsize,
         read_only=bool(stats.f_flag & os.ST_RDONLY),
-        placement=fs_placement(real, mount_point),
+        placement=placement,
+        client_cache=client_cache,
     )
 
 

@@ -11,13 +11,20 @@ layouts"): ``ceph.dir.layout.pool`` on a directory with a layout of its own; a d
 without one inherits its nearest ancestor's, so the lookup walks up to the mount point. Only
 reads of extended attributes are made, and any error reads as "not there": a filesystem without
 them (tmpfs, ext4) gives nothing, and a report fact never fails a run.
+
+On GlusterFS a directory has no layout of its own: the whole volume is placed one way, and
+its client says how in its translator graph (``ckptgate.storage.glusterfs``): the volume's
+type, bricks and translators, and whether the client keeps a data cache of its own that this
+node's page cache does not show (``client_placement``).
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["PLACEMENT_ATTRIBUTES", "fs_placement"]
+from ckptgate.storage import glusterfs
+
+__all__ = ["PLACEMENT_ATTRIBUTES", "client_placement", "fs_placement"]
 
 PLACEMENT_ATTRIBUTES = ("ceph.dir.layout.pool",)
 """The placement attributes read from the target directory or its nearest ancestor."""
@@ -47,3 +54,16 @@ def _attribute(path: str, name: str) -> str | None:
         return os.getxattr(path, name).decode("utf-8", "replace")
     except OSError:
         return None
+
+
+def client_placement(
+    path: str, mount_point: str, fs_type: str
+) -> tuple[dict[str, str], str | None]:
+    """The target's placement and, where the filesystem's client caches file data in memory
+    of its own (GlusterFS's io-cache), why a read may come from there: the GlusterFS client's
+    graph on a ``fuse.glusterfs`` mount, the placement attributes elsewhere (no cache)."""
+    if fs_type == glusterfs.FS_TYPE:
+        graph = glusterfs.mount_graph(mount_point)
+        if graph is not None:
+            return graph.placement(), graph.data_cache()
+    return fs_placement(path, mount_point), None

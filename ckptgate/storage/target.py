@@ -153,14 +153,26 @@ class Target:
         lease runs."""
         return self.lease.registry
 
-    def keep(self) -> None:
+    def keep(self) -> str | None:
         """``--keep``: stop the lease and end the manifest saying the files stay for
-        ``ckptgate verify``."""
+        ``ckptgate verify``; why the end line could not be written, or None.
+
+        A target that refuses the append (a GlusterFS brick holding the manifest died:
+        ENOTCONN) keeps a manifest without its end line, as a hung one does; the run says so
+        rather than ending in a traceback."""
         self.lease.stop(ended=True)
+        problem = None
         if self.manifest is not None:
-            with suppress_hung():  # a hung target keeps a manifest without its end line
-                self.manifest.ended(kept=True)
+            try:
+                with suppress_hung():  # a hung target keeps a manifest without its end line
+                    self.manifest.ended(kept=True)
+            except OSError as error:
+                problem = (
+                    f"the manifest's end line was not written ({error.strerror or error}: "
+                    f"{error.filename or self.manifest.path})"
+                )
             self.manifest.close()
+        return problem
 
     def close(self) -> None:
         """Stop the helper process of the bounded calls (bounded)."""

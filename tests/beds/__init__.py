@@ -16,7 +16,7 @@ from typing import NoReturn
 import pytest
 
 REQUIRED_ENV = "CKPTGATE_BEDS_REQUIRED"
-"""Space-separated bed markers that must run (``fuse hosts ceph slurm``), or unset."""
+"""Space-separated bed markers that must run (``fuse hosts ceph slurm gluster``), or unset."""
 
 
 def bed_missing(marker: str, reason: str) -> NoReturn:
@@ -43,11 +43,16 @@ BED_MARKERS: dict[str, tuple[str, str]] = {
         "slurm",
         "builds the Slurm bed: slurmctld and slurmds on the host bed (tests/beds/slurm.py)",
     ),
+    "gluster": (
+        "gluster",
+        "builds the GlusterFS bed: glusterd, its bricks and the glusterfs FUSE client on the "
+        "host bed (tests/beds/gluster.py)",
+    ),
 }
 """One marker per bed, by the module that builds it."""
 
 BEDS_MARKER = "beds"
 BEDS_HELP = (
-    "needs a test bed (tests/beds: FUSE, host namespaces, Ceph, RGW, Slurm; root and Debian "
-    "packages, skipped naming what is missing): the bed tier, pytest -m beds"
+    "needs a test bed (tests/beds: FUSE, host namespaces, Ceph, RGW, Slurm, GlusterFS; root and "
+    "Debian packages, skipped naming what is missing): the bed tier, pytest -m beds"
 )

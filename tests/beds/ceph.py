@@ -50,13 +50,10 @@ included: killing it ends the FUSE connection), the namespaces deleted, the stat
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import secrets
 import signal
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -65,21 +62,18 @@ from pathlib import Path
 
 from tests.beds import bed_missing
 from tests.beds.hosts import (
-    _LOCK,
     HEAD,
     Host,
     HostBed,
     _add_client_hosts,
     _add_host,
-    _agent,
     _client_namespaces,
     _is_mount,
-    _make_dir,
-    _remove_made_dirs,
     _sh,
-    _teardown,
     _wait,
     _which,
+    bed_frame,
+    write_agent,
 )
 
 TOOLS = (
@@ -534,26 +528,10 @@ def ceph_bed(
         bed_missing("ceph", reason)
     if not 1 <= clients <= 20 or not 1 <= osds <= 8:
         raise ValueError(f"clients must be 1 to 20 and osds 1 to 8, not {clients}, {osds}")
-    lock = os.open(_LOCK, os.O_RDONLY | os.O_DIRECTORY)
-    fcntl.flock(lock, fcntl.LOCK_SH)
-    made: list[str] = []
-    token = secrets.token_hex(3)
-    state = Path(tempfile.mkdtemp(prefix=f"ckptceph-{token}-", dir="/run"))
-    hosts = HostBed(state=state, mount_point=mount_point, bridge_ns=f"ckc-{token}-bridge")
-    bed = CephBed(hosts=hosts, osds=osds, conf=state / "ceph.conf")
-    problems: list[str] = []
-    try:
-        try:
-            _sh(["ip", "netns", "add", hosts.bridge_ns])
-        except RuntimeError as error:
-            bed_missing("ceph", f"cannot make a network namespace here: {error}")
-        _sh(["ip", "-n", hosts.bridge_ns, "link", "add", "br0", "type", "bridge"])
-        _sh(["ip", "-n", hosts.bridge_ns, "link", "set", "br0", "up"])
-        _make_dir(mount_point, made)
+    with bed_frame("ceph", "ckptceph", "ckc", mount_point) as (hosts, token, _):
+        state = hosts.state
+        bed = CephBed(hosts=hosts, osds=osds, conf=state / "ceph.conf")
         _mount_fusectl()
-        _sh(["mount", "--bind", str(state), str(state)])
-        _sh(["mount", "--make-private", str(state)])
-        (state / "ompi").mkdir()
         bed.conf.write_text(_conf(state, osd_bytes))
         servers = {**ADDRESSES, RGW: RGW_ADDRESS}
         servers.update({osd_host(i): f"198.18.0.{30 + i}" for i in range(osds)})
@@ -565,18 +543,8 @@ def ceph_bed(
             _client(bed, hosts.hosts[name])
         if rgw:
             _start_rgw(bed)
-        agent = state / "agent"
-        agent.write_text(_agent(hosts))
-        agent.chmod(0o755)
+        write_agent(hosts)
         yield bed
-    finally:
-        try:
-            problems = _teardown(hosts)
-        finally:
-            _remove_made_dirs(made, lock)
-            os.close(lock)
-    if problems:
-        raise RuntimeError("ceph bed teardown: " + "; ".join(problems))
 
 
 def wait_for(predicate: object, timeout_s: float, what: str) -> None:

@@ -548,6 +548,51 @@ def _teardown(bed: HostBed) -> list[str]:
 
 
 @contextlib.contextmanager
+def bed_frame(
+    marker: str, prefix: str, ns_prefix: str, mount_point: str
+) -> Iterator[tuple[HostBed, str, list[str]]]:
+    """What every bed on this machinery starts from and ends with: the beds' shared lock on
+    /run, a state directory ``/run/<prefix>-<token>-...`` bound on itself and private (for the
+    namespace files), a bridge in a namespace of its own, ``mount_point`` made (and marked as
+    the bed's); yields the empty bed, its token (the namespaces' names are
+    ``<ns_prefix>-<token>-<host>``) and the list
+    of directories made, which the caller may add to (``_make_dir``).
+
+    A namespace this machine cannot make skips the calling test through ``bed_missing``
+    (``marker``). On the way out, after a failure too: the bounded teardown, the made
+    directories removed by the last bed alive, RuntimeError naming what teardown left.
+    """
+    lock = os.open(_LOCK, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(lock, fcntl.LOCK_SH)
+    made: list[str] = []
+    token = secrets.token_hex(3)
+    state = Path(tempfile.mkdtemp(prefix=f"{prefix}-{token}-", dir="/run"))
+    bed = HostBed(state=state, mount_point=mount_point, bridge_ns=f"{ns_prefix}-{token}-bridge")
+    problems: list[str] = []
+    try:
+        try:
+            _sh(["ip", "netns", "add", bed.bridge_ns])
+        except RuntimeError as error:
+            bed_missing(marker, f"cannot make a network namespace here: {error}")
+        _sh(["ip", "-n", bed.bridge_ns, "link", "add", "br0", "type", "bridge"])
+        _sh(["ip", "-n", bed.bridge_ns, "link", "set", "br0", "up"])
+        _make_dir(mount_point, made)
+        # The namespace files live on a private mount, as unshare's persistence asks.
+        _sh(["mount", "--bind", str(state), str(state)])
+        _sh(["mount", "--make-private", str(state)])
+        (state / "ompi").mkdir()
+        yield bed, token, made
+    finally:
+        try:
+            problems = _teardown(bed)
+        finally:
+            _remove_made_dirs(made, lock)
+            os.close(lock)
+    if problems:
+        raise RuntimeError(f"{marker} bed teardown: " + "; ".join(problems))
+
+
+@contextlib.contextmanager
 def host_bed(
     clients: int = 2,
     local: Collection[int] = (),
@@ -566,27 +611,10 @@ def host_bed(
     if not 1 <= clients <= 200:
         raise ValueError(f"clients must be 1 to 200, not {clients}")
     started = time.monotonic()
-    lock = os.open(_LOCK, os.O_RDONLY | os.O_DIRECTORY)
-    fcntl.flock(lock, fcntl.LOCK_SH)
-    made: list[str] = []
-    token = secrets.token_hex(3)
-    state = Path(tempfile.mkdtemp(prefix=f"ckptbed-{token}-", dir="/run"))
-    bed = HostBed(state=state, mount_point=mount_point, bridge_ns=f"ckb-{token}-bridge")
-    problems: list[str] = []
-    try:
-        try:
-            _sh(["ip", "netns", "add", bed.bridge_ns])
-        except RuntimeError as error:
-            bed_missing("hosts", f"cannot make a network namespace here: {error}")
-        _sh(["ip", "-n", bed.bridge_ns, "link", "add", "br0", "type", "bridge"])
-        _sh(["ip", "-n", bed.bridge_ns, "link", "set", "br0", "up"])
+    with bed_frame("hosts", "ckptbed", "ckb", mount_point) as (bed, token, made):
+        state = bed.state
         _make_dir("/run/sshd", made)  # sshd's privilege-separation directory
-        _make_dir(mount_point, made)
-        # The namespace files live on a private mount, as unshare's persistence asks.
-        _sh(["mount", "--bind", str(state), str(state)])
-        _sh(["mount", "--make-private", str(state)])
         (state / "export").mkdir()
-        (state / "ompi").mkdir()
         for key in ("host_key", "id"):
             _sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", key, "-f", str(state / key)])
         shutil.copy(state / "id.pub", state / "authorized_keys")
@@ -605,17 +633,14 @@ def host_bed(
             _add_client(bed, bed.hosts[name], shared=index not in local)
             if index in local:
                 bed.local.append(name)
-        agent = state / "agent"
-        agent.write_text(_agent(bed))
-        agent.chmod(0o755)
+        write_agent(bed)
         if time.monotonic() - started > setup_timeout_s:
             raise RuntimeError(f"host bed: setup took over {setup_timeout_s} s")
         yield bed
-    finally:
-        try:
-            problems = _teardown(bed)
-        finally:
-            _remove_made_dirs(made, lock)
-            os.close(lock)
-    if problems:
-        raise RuntimeError("host bed teardown: " + "; ".join(problems))
+
+
+def write_agent(bed: HostBed) -> None:
+    """The bed's rsh agent for mpirun (``_agent``), at ``<state>/agent``, executable."""
+    agent = bed.state / "agent"
+    agent.write_text(_agent(bed))
+    agent.chmod(0o755)

@@ -20,7 +20,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,11 +28,19 @@ import pytest
 
 from ckptgate.storage.manifest import manifest_name
 from tests.beds.ceph import CephBed, ceph_bed, wait_for
+from tests.beds.runs import (
+    FAULT_RUN,
+    SAFETY_S,
+    WRITE_BURST,
+    ends,
+    run_in,
+    start_in,
+    suite,
+    verdict_line,
+    wait_for_step,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 CLIENT = "node0"
-SAFETY_S = 900.0
-"""A run of the checklist on the bed takes about two minutes on a busy 2-core machine."""
 S3_ENV = {
     "AWS_EC2_METADATA_DISABLED": "true",
     "AWS_DEFAULT_REGION": "us-east-1",
@@ -50,30 +57,9 @@ def ceph() -> Iterator[CephBed]:
         yield bed
 
 
-def suite(target: str, *args: str) -> list[str]:
-    """The checklist as a user runs it; ``args`` may end with the modules to run."""
-    modules = [a for a in args if a.startswith("ckptgate.acceptance")] or ["ckptgate.acceptance"]
-    options = [a for a in args if not a.startswith("ckptgate.acceptance")]
-    return [
-        sys.executable, "-m", "pytest", "--pyargs", *modules,
-        "-p", "no:cacheprovider", "-p", "no:randomly", "--color=no",
-        "--profile=tmpfs", f"--target={target}", *options,
-    ]  # fmt: skip
-
-
 def run_on(bed: CephBed, argv: list[str], timeout_s: float = SAFETY_S) -> tuple[int, str]:
     """Run ``argv`` on the client, bounded; its exit status and its output (both streams)."""
-    env = {**os.environ, **S3_ENV}
-    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        env.pop(proxy, None)
-    done = bed.hosts.run(CLIENT, argv, timeout_s=timeout_s, cwd=ROOT, env=env)
-    return done.returncode, done.stdout + done.stderr
-
-
-def verdict_line(output: str) -> str:
-    lines = [line for line in output.splitlines() if line.startswith("VERDICT")]
-    assert len(lines) == 1, output[-4000:]
-    return lines[0]
+    return run_in(bed.hosts, CLIENT, argv, timeout_s, S3_ENV)
 
 
 def test_the_checklist_is_green_on_cephfs(ceph: CephBed, tmp_path: Path) -> None:
@@ -112,46 +98,9 @@ def test_the_checklist_is_green_on_rgw(ceph: CephBed, tmp_path: Path) -> None:
     ceph.rgw_collect_garbage()  # the room the deleted objects held, for the next test
 
 
-# Faults on the real system. A stall is named at 30 s: well past what rank processes take to
-# start on a machine loaded ten times over its cores (10 s was not), well within SAFETY_S.
-FAULT_RUN = ["--set", "run.rounds=50", "--set", "run.stall_timeout_s=30", "--accept=trial"]
-"""The write burst alone is a trial (items not run): ``--accept=trial`` lets one that passed
-exit 0."""
-WRITE_BURST = "ckptgate.acceptance.test_write_burst"
-
-
 def start_on(bed: CephBed, argv: list[str], log: Path) -> subprocess.Popen[str]:
-    """Start ``argv`` on the client, its output to ``log``: a file, not a pipe, because rank
-    processes hung in the kernel keep a pipe open after the suite's own process has ended."""
-    env = {**os.environ, **S3_ENV}
-    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        env.pop(proxy, None)
-    with log.open("w") as out:
-        return bed.hosts.popen(
-            CLIENT, argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env
-        )
-
-
-def wait_for_step(job: subprocess.Popen[str], found: Callable[[], bool], what: str) -> None:
-    """Return once ``found()``; fail if the job ends first (bounded)."""
-    deadline = time.monotonic() + SAFETY_S
-    while not found():
-        if job.poll() is not None or time.monotonic() > deadline:
-            job.kill()
-            pytest.fail(f"the run never reached {what} (exit status {job.wait(30)})")
-        time.sleep(0.2)
-
-
-def ends(job: subprocess.Popen[str], log: Path) -> tuple[int, str]:
-    """The suite's exit status and output: its own process must end by itself within
-    ``SAFETY_S`` (rank processes it abandoned in the kernel may outlive it)."""
-    try:
-        code = job.wait(timeout=SAFETY_S)
-    except subprocess.TimeoutExpired:
-        job.kill()
-        job.wait(timeout=30)
-        pytest.fail(f"the run did not end within {SAFETY_S:.0f} s:\n{log.read_text()[-4000:]}")
-    return code, log.read_text()
+    """Start ``argv`` on the client, its output to ``log`` (``runs.start_in``)."""
+    return start_in(bed.hosts, CLIENT, argv, log, S3_ENV)
 
 
 def abandoned_ranks_gone(bed: CephBed) -> None:

@@ -3,6 +3,7 @@ a live run's lease respected; nothing the manifest does not list is read or remo
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -399,3 +400,30 @@ def test_verify_jobs_below_one_is_a_usage_error(
 ) -> None:
     assert main(["verify", "--jobs", "0", str(kept)]) == 2
     assert capsys.readouterr().err.strip() == "ckptgate verify: --jobs 0: allowed: 1 or more"
+
+
+def test_a_kept_run_whose_manifest_refuses_its_end_line_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GlusterFS brick holding the manifest died before the run ended: the append fails with
+    ENOTCONN. ``keep`` says why the end line is missing instead of raising (the session's
+    finish ended in a traceback), and the kept run still verifies what the manifest lists."""
+    target = Target(str(tmp_path))
+    target.create_run_dir(run_id=RUN_ID)
+    write = target.new_dir("write")
+    shard = ShardFile(0, f"{write}/__0_0.distcp", 2 * TRANSFER, RUN_ID, TRANSFER)
+    target.register_shards([shard], writer=Writer.WRITE_BURST)
+    _write_stamped(shard.path, FileStamp(RUN_ID, 0, TRANSFER), shard.bytes)
+    assert target.manifest is not None
+    manifest = target.manifest
+
+    def refused(kept: bool) -> None:
+        raise OSError(errno.ENOTCONN, os.strerror(errno.ENOTCONN), manifest.path)
+
+    monkeypatch.setattr(manifest, "ended", refused)
+    problem = target.keep()
+    assert problem is not None
+    assert "end line was not written (Transport endpoint is not connected" in problem
+    assert manifest_name(0) in problem
+    assert target.run_dir is not None
+    assert verify_run(target.run_dir).ok
