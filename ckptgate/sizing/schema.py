@@ -86,7 +86,9 @@ class Layout:
     """Who writes what: ``megatron`` (the per-component rules above, sizing.shards),
     ``dlio`` (DLIO's own layout, as MLPerf Storage runs it: sizing.dlio) or ``dcp`` (PyTorch
     DCP's planner over the architecture's tensors, sizing.dcp_scale: data parallel only, FSDP
-    state at zero_stage 3, replicated at 0, checkpoint.files_per_rank as its thread_count)."""
+    state at zero_stage 3, replicated at 0, checkpoint.files_per_rank as its thread_count;
+    replicated state goes where DCP's dedup puts it, so ``replicas_write`` is ``spread`` there,
+    its default, and any other value is refused naming both keys)."""
 
 
 COMPONENTS = ("embedding", "head", "layers")
@@ -297,6 +299,19 @@ def _check_dcp_writer(ctx: Context, profile: Profile) -> None:
             "writer dcp plans a data-parallel save",
             "tp 1 and pp 1 (or cluster.layout.writer: megatron)",
         )
+    for where, policy in [("cluster.parallelism", par.replicas_write)] + [
+        (f"cluster.layout.{name}", getattr(profile.cluster.layout, name).replicas_write)
+        for name in COMPONENTS
+    ]:
+        if policy not in (None, "spread"):
+            raise ctx.error(
+                f"{where}.replicas_write",
+                policy,
+                "given with cluster.layout.writer: dcp, whose planner decides who writes "
+                "replicated state (dedup_save_plans: each replicated item to the rank with the "
+                "fewest bytes planned so far, which spreads it)",
+                "spread (the default), or cluster.layout.writer: megatron",
+            )
     if par.zero_stage not in DCP_WRITER_STATE:
         raise ctx.error(
             "cluster.parallelism.zero_stage",

@@ -86,6 +86,23 @@ def test_a_layout_dcp_cannot_plan_is_refused_by_name(overrides: list[str], key: 
     assert key in str(refused.value) and "allowed" in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    "key", ["cluster.parallelism.replicas_write", "cluster.layout.embedding.replicas_write"]
+)
+@pytest.mark.parametrize("policy", ["one", "all"])
+def test_replicas_write_other_than_dcps_own_is_refused_naming_both_keys(
+    key: str, policy: str
+) -> None:
+    """Issue 35 item 4: under writer dcp, DCP's dedup decides who writes replicated state (it
+    spreads it); ``replicas_write`` keeps only that meaning, ``spread``."""
+    with pytest.raises(ProfileError) as refused:
+        load_profile("tmpfs", [*DCP_TMPFS, "cluster.parallelism.zero_stage=0", f"{key}={policy}"])
+    message = str(refused.value)
+    assert key in message and "cluster.layout.writer: dcp" in message and "allowed" in message
+    spread = load_profile("tmpfs", [*DCP_TMPFS, f"{key}=spread"])
+    assert spread.cluster.layout.writer == "dcp"
+
+
 def test_the_metadata_counts_the_chunks_the_planner_keeps() -> None:
     """FSDP at 2,048 ranks: K and V (1,024 rows) have 1,024 empty chunks each, which DCP's
     dedup keeps once; the per-placement count listed all 2,048 (1.59 GB, now 1.42 GB)."""
