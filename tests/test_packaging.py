@@ -36,7 +36,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[zipfile.ZipFile]
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(PACKAGE, source / "ckptgate", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(PACKAGE, source / "ckptgate", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     out = work / "dist"
     done = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(source)],
@@ -75,6 +75,19 @@ def test_every_module_of_every_folder_is_inside(wheel: zipfile.ZipFile) -> None:
     assert len(expected) > 100
     assert expected <= record, sorted(expected - record)
     assert "ckptgate/acceptance/test_write_burst.py" in record  # the checklist itself
+
+
+def test_the_storms_c_loop_is_built_into_the_wheel_where_a_compiler_is(
+    wheel: zipfile.ZipFile,
+) -> None:
+    """Built from its C source (the checkout's own build is left out of the copy), beside the
+    source itself; a machine without a compiler gets a wheel without it (the build goes on)."""
+    record = _record(wheel)
+    built = [p for p in record if p.startswith("ckptgate/storage/_loops.") and p.endswith(".so")]
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        assert built == []
+    else:
+        assert len(built) == 1, record
 
 
 def test_the_shipped_cluster_profiles_are_inside(wheel: zipfile.ZipFile) -> None:

@@ -123,6 +123,7 @@ class MetadataRun:
             "restore": {"list": self.listing.to_json(), "stat": self.stat.to_json()},
             "delete": self.delete.to_json(),
             "io": worst.io,
+            "loop": worst.loop,
         }
 
 
@@ -188,6 +189,7 @@ def _storm_round(
         tuple(f.path for f in planned),
         metadata_paths(directory)[1],
         creates[0].io,
+        creates[0].loop,
         create,
         commit,
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptgate.storage import registry
+from ckptgate.storage import loops, registry
 from ckptgate.storage.fsfacts import is_local
 from ckptgate.storage.operations import Backend
 
@@ -27,16 +27,30 @@ class BackendSpec:
     """How to reach the target from any process: picklable, turned into a backend per process.
 
     ``backend="auto"`` uses POSIX for a local filesystem and fsspec for anything else;
-    ``"fsspec"`` forces fsspec on a local one too (to compare the two paths).
+    ``"fsspec"`` forces fsspec on a local one too (to compare the two paths). ``loop``: the
+    metadata storm's per-file loop, ``auto``, ``native`` or ``python``
+    (``ckptgate.storage.loops``; ``--storm-loop``).
     """
 
     protocol: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     backend: BackendName = registry.AUTO
+    loop: str = loops.AUTO
 
     def __post_init__(self) -> None:
-        # one line (ValueError) for an unknown backend, or one that cannot serve the protocol
-        registry.resolve(self.backend, self.protocol)
+        # one line (ValueError) for an unknown backend, or one that cannot serve the protocol,
+        # or a storm loop that cannot run on it
+        loops.resolve_loop(self.loop, registry.resolve(self.backend, self.protocol))
+
+    @property
+    def storm_loop(self) -> str:
+        """The storm's loop on this spec: ``native`` (C) or ``python``."""
+        return loops.resolve_loop(self.loop, self.resolved)
+
+    @property
+    def storm_loop_words(self) -> str:
+        """The loop and why, for the run's header (``native (C: ...)``, ``python (why)``)."""
+        return loops.loop_words(self.loop, self.resolved)
 
     @property
     def is_local(self) -> bool:

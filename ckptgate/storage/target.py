@@ -20,7 +20,7 @@ from typing import Any
 import fsspec
 from fsspec import AbstractFileSystem
 
-from ckptgate.storage import fsfacts
+from ckptgate.storage import fsfacts, loops
 from ckptgate.storage.appender import suppress_hung
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.storage.errors import TargetError
@@ -46,6 +46,7 @@ class Target:
         *,
         transfer_bytes: int | None = None,
         stall_s: float = MANIFEST_STALL_S,
+        storm_loop: str = loops.AUTO,
     ) -> None:
         """``transfer_bytes``: on an object store, the upload part size is tied to it unless
         ``storage_options`` set it (``ckptgate.storage.object_store.part_size``). ``stall_s``:
@@ -69,9 +70,12 @@ class Target:
             raise TargetError(f"--target {url!r}: {error}") from None
         self.store: ObjectStore | None = object_store(name)
         """The object store under the target (None for a filesystem): what the report labels."""
-        self.spec = BackendSpec(name, options)
+        try:
+            self.spec = BackendSpec(name, options, loop=storm_loop)
+        except ValueError as error:  # --storm-loop native where the C loop cannot run
+            raise TargetError(str(error)) from None
         """What rank processes get to reach the target (the backend is chosen from the
-        protocol)."""
+        protocol; ``storm_loop``: the metadata storm's loop, ``ckptgate.storage.loops``)."""
         self.fs: AbstractFileSystem = fs
         self.root = root.rstrip("/") or "/"
         self.janitor = Janitor(fs, stall_s=stall_s)

@@ -21,6 +21,7 @@ from ckptgate.engine.datagen import BlockStamper, StampKey
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.sizing import derive, load_profile, shard_distribution
 from ckptgate.storage.backend import BackendName, BackendSpec
+from ckptgate.storage.loops import native_module
 from ckptgate.storage.object_store import ObjectStore, object_store
 from ckptgate.workloads.storm import (
     METADATA_NAME,
@@ -42,7 +43,16 @@ from tests.s3server import S3Server
 
 RANKS = 3
 RUN_ID = 20261129
-LOCAL = BackendSpec("file")
+
+
+@pytest.fixture(params=["native", "python"])
+def local(request: pytest.FixtureRequest) -> BackendSpec:
+    """This machine's filesystem, through each storm loop: the C loop (where this install
+    built it; skipped, and said, where not) and the Python one, on the same plan."""
+    loop: str = request.param
+    if loop == "native" and native_module() is None:
+        pytest.skip("the storm's C loop is not built in this install (no C compiler at install)")
+    return BackendSpec("file", loop=loop)
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +90,17 @@ def test_storm_creates_exactly_the_files_and_commits_the_metadata(
         stamper.verify(Path(file.path).read_bytes(), file.index * WRITE_BYTES, file.path)
 
 
-def test_the_commit_writes_a_metadata_of_dcps_size(pool: RankPool, tmp_path: Path) -> None:
+def test_the_commit_writes_a_metadata_of_dcps_size(
+    pool: RankPool, local: BackendSpec, tmp_path: Path
+) -> None:
     """One coordinator writes the .metadata at DCP's size: the listing, then stamped padding
     (incompressible, verifiable) in transfers, fsynced and renamed."""
     directory = checkpoint(tmp_path)
     files = storm_files(directory, 5, files_per_rank=1)
-    run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, commit=False)
+    run_metadata_storm(pool, local, directory, files, 60, run_id=RUN_ID, commit=False)
     metadata_bytes, transfer_bytes = 300_001, 64 * 1024
     commit = run_commit(
-        pool, LOCAL, directory, files, 60,
+        pool, local, directory, files, 60,
         metadata_bytes=metadata_bytes, run_id=RUN_ID, transfer_bytes=transfer_bytes,
     )  # fmt: skip
     data = Path(directory, METADATA_NAME).read_bytes()
@@ -106,11 +118,13 @@ def test_the_commit_writes_a_metadata_of_dcps_size(pool: RankPool, tmp_path: Pat
     assert not Path(directory, METADATA_TMP_NAME).exists()
 
 
-def test_create_close_only_is_fios_filecreate(pool: RankPool, tmp_path: Path) -> None:
+def test_create_close_only_is_fios_filecreate(
+    pool: RankPool, local: BackendSpec, tmp_path: Path
+) -> None:
     directory = checkpoint(tmp_path)
     files = storm_files(directory, 7, files_per_rank=1)
     result = run_metadata_storm(
-        pool, LOCAL, directory, files, 60, run_id=RUN_ID, write_bytes=0, fsync=False, commit=False
+        pool, local, directory, files, 60, run_id=RUN_ID, write_bytes=0, fsync=False, commit=False
     )
     assert result.commit is None and result.metadata_path is None
     assert sorted(os.listdir(directory)) == sorted(shard_file_name(g, 0) for g in range(7))
@@ -126,7 +140,9 @@ def test_create_close_only_is_fios_filecreate(pool: RankPool, tmp_path: Path) ->
     )
 
 
-def test_a_reader_never_sees_a_partial_metadata_file(pool: RankPool, tmp_path: Path) -> None:
+def test_a_reader_never_sees_a_partial_metadata_file(
+    pool: RankPool, local: BackendSpec, tmp_path: Path
+) -> None:
     """The commit is a rename: a restore polling for .metadata sees all of it or nothing."""
     directory = checkpoint(tmp_path)
     files = storm_files(directory, 3000, files_per_rank=1)  # a ~200 KB manifest
@@ -144,7 +160,7 @@ def test_a_reader_never_sees_a_partial_metadata_file(pool: RankPool, tmp_path: P
     poller = threading.Thread(target=restore_poller)
     poller.start()
     try:
-        run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, fsync=False)
+        run_metadata_storm(pool, local, directory, files, 60, run_id=RUN_ID, fsync=False)
         for _ in range(1000):  # let the poller catch the committed file at least once
             if seen:
                 break
@@ -156,32 +172,36 @@ def test_a_reader_never_sees_a_partial_metadata_file(pool: RankPool, tmp_path: P
     assert not Path(directory, METADATA_TMP_NAME).exists()
 
 
-def test_a_failed_commit_leaves_no_metadata(pool: RankPool, tmp_path: Path) -> None:
+def test_a_failed_commit_leaves_no_metadata(
+    pool: RankPool, local: BackendSpec, tmp_path: Path
+) -> None:
     directory = checkpoint(tmp_path)
     Path(directory, METADATA_TMP_NAME).write_bytes(b"someone else's")
     files = storm_files(directory, 4, files_per_rank=1)
     with pytest.raises(RankFailure, match=r"commit of .*FileExistsError"):
-        run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID)
+        run_metadata_storm(pool, local, directory, files, 60, run_id=RUN_ID)
     assert not Path(directory, METADATA_NAME).exists()
     assert Path(directory, METADATA_TMP_NAME).read_bytes() == b"someone else's"
 
 
-def test_the_storm_never_overwrites_an_existing_file(pool: RankPool, tmp_path: Path) -> None:
+def test_the_storm_never_overwrites_an_existing_file(
+    pool: RankPool, local: BackendSpec, tmp_path: Path
+) -> None:
     directory = checkpoint(tmp_path)
     files = storm_files(directory, 6, files_per_rank=1)
     Path(files[4].path).write_bytes(b"precious")
     with pytest.raises(RankFailure, match="FileExistsError"):
-        run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID)
+        run_metadata_storm(pool, local, directory, files, 60, run_id=RUN_ID)
     assert Path(files[4].path).read_bytes() == b"precious"
 
 
 @pytest.mark.parametrize("backend", ["posix", "fsspec"])
 def test_the_restore_listing_sees_and_stats_every_file(
-    pool: RankPool, tmp_path: Path, backend: BackendName
+    pool: RankPool, local: BackendSpec, tmp_path: Path, backend: BackendName
 ) -> None:
     directory = checkpoint(tmp_path)
     files = storm_files(directory, 40, files_per_rank=1)
-    storm = run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, fsync=False)
+    storm = run_metadata_storm(pool, local, directory, files, 60, run_id=RUN_ID, fsync=False)
     listing = run_restore_listing(pool, BackendSpec("file", backend=backend), directory, 60)
     expected = {Path(p).name for p in storm.files} | {METADATA_NAME}
     assert set(listing.names) == expected
@@ -193,13 +213,13 @@ def test_the_restore_listing_sees_and_stats_every_file(
 
 @pytest.mark.parametrize("backend", ["posix", "fsspec"])
 def test_the_delete_storm_removes_only_that_checkpoints_files(
-    pool: RankPool, tmp_path: Path, backend: BackendName
+    pool: RankPool, local: BackendSpec, tmp_path: Path, backend: BackendName
 ) -> None:
     older, newer = checkpoint(tmp_path, "step-1"), checkpoint(tmp_path, "step-2")
     kept: list[list[str]] = []
     for directory in (older, newer):
         files = storm_files(directory, 10, files_per_rank=1)
-        storm = run_metadata_storm(pool, LOCAL, directory, files, 60, run_id=RUN_ID, fsync=False)
+        storm = run_metadata_storm(pool, local, directory, files, 60, run_id=RUN_ID, fsync=False)
         assert storm.metadata_path is not None
         kept.append([*storm.files, storm.metadata_path])
     neighbour = Path(older, "notes.txt")

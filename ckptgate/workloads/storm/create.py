@@ -4,7 +4,7 @@ and closed from a common start (``create_task``), then the commit (``run_metadat
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,8 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.storage.loops import NATIVE, PathBatch, create_files
+from ckptgate.storage.operations import Backend
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm.commit import run_commit
 from ckptgate.workloads.storm.files import (
@@ -41,6 +43,8 @@ class CreateDetail(FilesDetail):
 
     fsynced: bool
     io: str
+    loop: str
+    """The storm loop that ran (``native`` or ``python``: ckptgate.storage.loops)."""
 
 
 def create_ops(write_bytes: int, fsync: bool) -> tuple[str, ...]:
@@ -76,12 +80,48 @@ def create_task(
     write_bytes: int = WRITE_BYTES,
 ) -> RankResult:
     """Rank task: create, write, fsync (``options.fsync``) and close each of ``files`` from
-    the common start."""
+    the common start, in the spec's storm loop (``ckptgate.storage.loops``: C or Python)."""
     fsync = options.fsync
     backend = options.spec.open()
+    loop = options.spec.storm_loop
     payloads = _payloads(files, run_id, write_bytes)
     paths = [f.path for f in files]
     ops = create_ops(write_bytes, fsync)
+    batch = PathBatch.of(paths) if loop == NATIVE else None
+    # Progress once per file, before its first call: the count of files done (one store, see
+    # RankContext.files_done), from which a hang is named by its file (the chunk's next one;
+    # the label names the chunk); an error names its own file.
+    done = ctx.files_done()
+    phases = PhaseMarks.start(ctx)
+    ctx.progress(phase=", ".join(ops), path=paths[0] if paths else "")
+    if batch is not None:
+        stamps = create_files(
+            batch, payloads, fsync=fsync, ops=len(ops), done=done, files_done_at=FILES_DONE
+        )
+        durable = fsync and bool(paths)  # the POSIX backend's fsync: durable once it returns
+    else:
+        stamps, durable = _python_create(backend, paths, payloads, fsync, done)
+    ctx.progress(files=len(paths), phase="done")
+    phases.mark("create")
+    latencies = np.diff(stamps).reshape(len(paths), len(ops))
+    detail = CreateDetail(files=len(paths), fsynced=durable, io=backend.name, loop=loop)
+    return phases.result(
+        files[0].global_rank if files else -1,
+        write_bytes * len(paths),
+        detail=detail,
+        latencies_s={op: latencies[:, i] for i, op in enumerate(ops)},
+    )
+
+
+def _python_create(
+    backend: Backend[Any],
+    paths: list[str],
+    payloads: list[bytes],
+    fsync: bool,
+    done: MutableSequence[float],
+) -> tuple[np.ndarray, bool]:
+    """The create loop in Python (any backend): the clock stamps (one before the first call,
+    one after each operation) and whether an fsync made anything durable."""
     clock = time.perf_counter
     # One clock read after each operation, appended to a list (no index to keep per call; a
     # store into a numpy array costs more); an operation's latency runs from the stamp before
@@ -90,16 +130,10 @@ def create_task(
     stamps: list[float] = []
     stamp = stamps.append
     durable = False
-    write = write_bytes > 0
+    write = bool(payloads) and len(payloads[0]) > 0
     # Bound to locals: the loop runs thousands of times per rank, and an attribute lookup per
     # call shows in the create rate (the POSIX backend's close is os.close itself).
     create, write_all, sync, close = backend.create, backend.write_all, backend.fsync, backend.close
-    # Progress once per file, before its first call: the count of files done (one store, see
-    # RankContext.files_done), from which a hang is named by its file (the chunk's next one;
-    # the label names the chunk); an error names its own file.
-    done = ctx.files_done()
-    phases = PhaseMarks.start(ctx)
-    ctx.progress(phase=", ".join(ops), path=paths[0] if paths else "")
     stamp(clock())
     for n, path in enumerate(paths):
         done[FILES_DONE] = n
@@ -118,15 +152,7 @@ def create_task(
                 raise
             raise OSError(error.errno, error.strerror, path) from error
         stamp(clock())
-    ctx.progress(files=len(paths), phase="done")
-    phases.mark("create")
-    latencies = np.diff(np.asarray(stamps, dtype=np.float64)).reshape(len(paths), len(ops))
-    return phases.result(
-        files[0].global_rank if files else -1,
-        write_bytes * len(paths),
-        detail=CreateDetail(files=len(paths), fsynced=durable, io=backend.name),
-        latencies_s={op: latencies[:, i] for i, op in enumerate(ops)},
-    )
+    return np.asarray(stamps, dtype=np.float64), durable
 
 
 @dataclass(frozen=True)
@@ -140,6 +166,8 @@ class StormResult:
     """``.metadata`` after the commit, or None where the storm ran without one."""
     io: str
     """The backend the storm ran on (``posix`` or ``fsspec``)."""
+    loop: str
+    """The per-file loop it ran (``native`` or ``python``)."""
     create: Phase
     commit: Phase | None
 
@@ -171,6 +199,7 @@ class StormResult:
             "directory": self.directory,
             "files": len(self.files),
             "io": self.io,
+            "loop": self.loop,
             "span_s": self.span_s,
             "checkpoint_rate_per_s": self.checkpoint_rate_per_s,
             "create": self.create.to_json(),
@@ -210,7 +239,7 @@ def run_metadata_storm(
     results = run_ranks(
         pool, create_task, kwargs, timeout_s, labels, options=options, expect=expect
     )
-    used = detail_as(results[0], CreateDetail).io
+    used = detail_as(results[0], CreateDetail)
     create = phase_of("create", len(files), results)
     committed = None
     if commit:
@@ -225,6 +254,5 @@ def run_metadata_storm(
             run_id=run_id,
         )
     metadata_path = metadata_paths(directory)[1] if commit else None
-    return StormResult(
-        directory, tuple(f.path for f in files), metadata_path, used, create, committed
-    )
+    paths = tuple(f.path for f in files)
+    return StormResult(directory, paths, metadata_path, used.io, used.loop, create, committed)

@@ -7,14 +7,15 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ckptgate.engine.pool import RankContext, RankPool
+from ckptgate.engine.pool import FILES_DONE, RankContext, RankPool
 from ckptgate.engine.records import (
     RankResult,
 )
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.storage.loops import NATIVE, unlink_files
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm.files import FilesDetail
-from ckptgate.workloads.storm.phase import Phase, per_file_phase, timed_each
+from ckptgate.workloads.storm.phase import Phase, per_file_phase, timed_each, timed_native
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,13 @@ def unlink_task(ctx: RankContext, *, options: RunOptions, paths: list[str]) -> R
     """
     backend = options.spec.open()
     keys = backend.batch_delete_keys
+    if not keys and options.spec.storm_loop == NATIVE:  # one unlink per file, in C
+        return timed_native(
+            ctx,
+            "unlink",
+            paths,
+            lambda batch, done: (unlink_files(batch, done=done, files_done_at=FILES_DONE), None),
+        )[0]
     if not keys:
         return timed_each(ctx, "unlink", paths, backend.unlink)[0]
     batches = [paths[i : i + keys] for i in range(0, len(paths), keys)]

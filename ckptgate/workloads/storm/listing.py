@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ckptgate.engine.pool import RankContext, RankPool
+from ckptgate.engine.pool import FILES_DONE, RankContext, RankPool
 from ckptgate.engine.records import (
     PhaseMarks,
     RankResult,
@@ -19,9 +19,16 @@ from ckptgate.engine.records import (
     run_ranks,
 )
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.storage.loops import NATIVE, stat_files
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm.files import FilesDetail, join, split
-from ckptgate.workloads.storm.phase import Phase, per_file_phase, phase_of, timed_each
+from ckptgate.workloads.storm.phase import (
+    Phase,
+    per_file_phase,
+    phase_of,
+    timed_each,
+    timed_native,
+)
 
 
 @dataclass(frozen=True)
@@ -57,8 +64,17 @@ def list_task(ctx: RankContext, *, options: RunOptions, directory: str) -> RankR
 
 
 def stat_task(ctx: RankContext, *, options: RunOptions, paths: list[str]) -> RankResult:
-    """Rank task: stat each of ``paths`` from the common start; returns their sizes."""
-    record, sizes = timed_each(ctx, "stat", paths, options.spec.open().size)
+    """Rank task: stat each of ``paths`` from the common start, in the spec's storm loop (C
+    or Python); returns their sizes."""
+    if options.spec.storm_loop == NATIVE:
+        record, sizes = timed_native(
+            ctx,
+            "stat",
+            paths,
+            lambda batch, done: stat_files(batch, done=done, files_done_at=FILES_DONE),
+        )
+    else:
+        record, sizes = timed_each(ctx, "stat", paths, options.spec.open().size)
     return dataclasses.replace(record, returned=Statted(np.asarray(sizes, dtype=np.int64)))
 
 

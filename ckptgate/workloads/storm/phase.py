@@ -4,7 +4,7 @@ stat, unlink and verify phases share: every operation timed on its own."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableSequence, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.storage.loops import PathBatch
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm.files import FilesDetail, split
 
@@ -58,15 +59,40 @@ def timed_each(
             named = path if isinstance(path, str) else path[0]  # a batch: its first key
             raise OSError(error.errno, error.strerror, named) from error
         stamp(clock())
-    progress(files=len(paths), phase="done")
+    return _timed_result(ctx, phases, op, stamps), results
+
+
+NativeRun = Callable[[PathBatch, MutableSequence[float]], tuple[np.ndarray, Any]]
+"""A C loop over a batch (``ckptgate.storage.loops``), given the files-done slot: its clock
+stamps and what it returned (sizes, or None)."""
+
+
+def timed_native(
+    ctx: RankContext, op: str, paths: Sequence[str], run: NativeRun
+) -> tuple[RankResult, Any]:
+    """``timed_each`` in C: ``run`` makes every call and reads the clock after each, from the
+    common start, storing the files done as the Python loop does; the same record."""
+    batch = PathBatch.of(paths)  # encoded before the start: the timed loop only does I/O
+    done = ctx.files_done()
+    phases = PhaseMarks.start(ctx)
+    ctx.progress(phase=op, path=paths[0] if paths else "")
+    stamps, returned = run(batch, done)
+    return _timed_result(ctx, phases, op, stamps), returned
+
+
+def _timed_result(
+    ctx: RankContext, phases: PhaseMarks, op: str, stamps: Sequence[float] | np.ndarray
+) -> RankResult:
+    """A per-file loop's record: its mark and every call's latency (the stamps' steps)."""
+    calls = len(stamps) - 1
+    ctx.progress(files=calls, phase="done")
     phases.mark(op)
-    record = phases.result(
+    return phases.result(
         -1,
         0,
-        detail=FilesDetail(files=len(paths)),
+        detail=FilesDetail(files=calls),
         latencies_s={op: np.diff(np.asarray(stamps, dtype=np.float64))},
     )
-    return record, results
 
 
 @dataclass(frozen=True)
