@@ -36,7 +36,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[zipfile.ZipFile]
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(PACKAGE, source / "ckptgate", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copytree(
+        PACKAGE, source / "ckptgate", ignore=shutil.ignore_patterns("__pycache__", "*.so")
+    )
     out = work / "dist"
     done = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(source)],

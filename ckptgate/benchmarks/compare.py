@@ -42,6 +42,7 @@ from ckptgate.benchmarks.settings import PEERS, VARIANTS, BenchSettings, parse_s
 from ckptgate.benchmarks.storms import _suite_storm, compare_create, compare_metadata, compare_storm
 from ckptgate.engine.interrupts import sigterm_unwinds
 from ckptgate.sizing.units import MiB
+from ckptgate.storage.loops import LOOP_CHOICES
 from ckptgate.storage.target import Target
 
 __all__ = [
@@ -127,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--variant", default=DEFAULTS.variant, choices=VARIANTS,
         help="metadata: pure (create+close; mdtest -C) or checklist (create, 4 KiB write, "
         f"fsync, close; mdtest -C -w 4096 -y) (default: {DEFAULTS.variant})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--storm-loop", default=DEFAULTS.storm_loop, choices=LOOP_CHOICES,
+        help="metadata: the storm's per-file loop (native: C; python). Default: auto",
     )  # fmt: skip
     parser.add_argument("--json", default=None, metavar="PATH", help="write the figures here")
     return parser

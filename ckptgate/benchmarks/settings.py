@@ -85,6 +85,9 @@ class BenchSettings:
     """metadata: ``pure`` (create+close, mdtest ``-C``) or ``checklist`` (create, a 4 KiB
     stamped write, fsync, close, as ``checks/metadata.py`` runs the storm; mdtest
     ``-C -w 4096 -y``), ``VARIANTS``."""
+    storm_loop: str = "auto"
+    """metadata: the storm's per-file loop (``--storm-loop``: auto, native, python;
+    ``ckptgate.storage.loops``), to set the C loop and the Python loop side by side."""
 
     def __post_init__(self) -> None:
         if self.ranks < 1 or self.repeats < 1 or self.warmup < 0:
@@ -134,6 +137,7 @@ class BenchSettings:
             ior=args.ior,
             mdtest=args.mdtest,
             variant=args.variant,
+            storm_loop=args.storm_loop,
         )
 
 

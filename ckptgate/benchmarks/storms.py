@@ -6,6 +6,7 @@ pairs (ckptgate.benchmarks.compare says how they are timed and judged).
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,7 @@ def _suite_storm(
     phase from a common start over the pool's ranks."""
     ranks, files = settings.ranks, settings.files
     per_rank = -(-files // ranks)
+    spec = dataclasses.replace(target.spec, loop=settings.storm_loop)
 
     def suite(tag: str) -> dict[str, tuple[float, dict[str, Any]]]:
         suite_dir = target.new_dir(f"{tag}-suite")
@@ -55,7 +57,7 @@ def _suite_storm(
         target.register(paths, writer=Writer.BENCHMARK)
         storm = run_metadata_storm(
             pool,
-            target.spec,
+            spec,
             suite_dir,
             files_,
             settings.timeout_s,
@@ -67,14 +69,19 @@ def _suite_storm(
         figures = {
             "create": (
                 storm.create_close_rate_per_s,
-                {"span_s": storm.create.span_s, "io": storm.io, "ops": list(storm.create.raw_s)},
+                {
+                    "span_s": storm.create.span_s,
+                    "io": storm.io,
+                    "loop": storm.loop,
+                    "ops": list(storm.create.raw_s),
+                },
             )
         }
         if "stat" in phases:
-            listing = run_restore_listing(pool, target.spec, suite_dir, settings.timeout_s)
+            listing = run_restore_listing(pool, spec, suite_dir, settings.timeout_s)
             figures["stat"] = (listing.stat.rate_per_s, {"span_s": listing.stat.span_s})
         if "unlink" in phases:
-            unlink = run_delete_storm(pool, target.spec, paths, settings.timeout_s)
+            unlink = run_delete_storm(pool, spec, paths, settings.timeout_s)
             target.forget_removed(paths)
             figures["unlink"] = (unlink.rate_per_s, {"span_s": unlink.span_s})
         else:

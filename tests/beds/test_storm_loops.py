@@ -22,7 +22,7 @@ import pytest
 
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.storage.loops import NATIVE, PYTHON, native_module
+from ckptgate.storage.loops import NATIVE, PYTHON
 from ckptgate.workloads.storm import (
     StormFile,
     run_delete_storm,
@@ -31,6 +31,7 @@ from ckptgate.workloads.storm import (
     storm_files,
 )
 from tests.beds.faultfs import Fault, FaultFS, faultfs
+from tests.native import require_native
 
 RANKS = 2
 FILES = 12
@@ -41,8 +42,7 @@ LOOPS = (NATIVE, PYTHON)
 
 @pytest.fixture(autouse=True)
 def _native_built() -> None:
-    if native_module() is None:
-        pytest.skip("the storm's C loop is not built in this install (no C compiler at install)")
+    require_native()
 
 
 @pytest.fixture

@@ -37,22 +37,17 @@ from ckptgate.workloads.storm import (
     storm_files,
     verify_storm,
 )
+from tests.native import require_native
 
 needs_c = pytest.mark.usefixtures("built")
 FILES_DONE_AT = 2
 RUN_ID = 20261203
-REQUIRED = "CKPTGATE_NATIVE_LOOP_REQUIRED"
-"""Set (CI sets it where a C compiler is present): a missing C loop fails instead of skipping."""
 
 
 @pytest.fixture
 def built() -> None:
-    """The C loop of this install, or the test skipped (failed where REQUIRED is set)."""
-    if native_module() is not None:
-        return
-    if os.environ.get(REQUIRED):
-        pytest.fail(f"{REQUIRED} is set, but the storm's C loop is not built in this install")
-    pytest.skip("the storm's C loop is not built in this install (no C compiler at install)")
+    """The C loop of this install, or the test skipped (failed where CI requires it)."""
+    require_native()
 
 
 def _slot() -> MutableSequence[float]:

@@ -21,7 +21,6 @@ from ckptgate.engine.datagen import BlockStamper, StampKey
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.sizing import derive, load_profile, shard_distribution
 from ckptgate.storage.backend import BackendName, BackendSpec
-from ckptgate.storage.loops import native_module
 from ckptgate.storage.object_store import ObjectStore, object_store
 from ckptgate.workloads.storm import (
     METADATA_NAME,
@@ -39,6 +38,7 @@ from ckptgate.workloads.storm import (
     storm_files,
 )
 from ckptgate.workloads.write_burst import shard_file_name
+from tests.native import require_native
 from tests.s3server import S3Server
 
 RANKS = 3
@@ -50,8 +50,8 @@ def local(request: pytest.FixtureRequest) -> BackendSpec:
     """This machine's filesystem, through each storm loop: the C loop (where this install
     built it; skipped, and said, where not) and the Python one, on the same plan."""
     loop: str = request.param
-    if loop == "native" and native_module() is None:
-        pytest.skip("the storm's C loop is not built in this install (no C compiler at install)")
+    if loop == "native":
+        require_native()
     return BackendSpec("file", loop=loop)
 
 
