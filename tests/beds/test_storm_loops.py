@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import re
-import threading
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -31,6 +30,7 @@ from ckptgate.workloads.storm import (
     storm_files,
 )
 from tests.beds.faultfs import Fault, FaultFS, faultfs
+from tests.beds.test_faults_suite import FakeClock
 from tests.native import require_native
 
 RANKS = 2
@@ -127,22 +127,6 @@ def test_a_stat_or_unlink_error_is_named_alike_by_both_loops(
         bed.set_faults()
     assert words[NATIVE] == words[PYTHON]
     assert "DIR/__7_0.distcp" in words[NATIVE] and "Input/output error" in words[NATIVE]
-
-
-class FakeClock:
-    """The pool's clock, moved only by the test."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.now += seconds
 
 
 def test_a_hung_create_is_named_alike_by_the_stall_watch_of_both_loops(bed: FaultFS) -> None:
