@@ -63,8 +63,8 @@ from pathlib import Path
 from tests.beds import bed_missing
 from tests.beds.hosts import (
     HEAD,
+    BedOnHosts,
     Host,
-    HostBed,
     _add_client_hosts,
     _add_host,
     _client_namespaces,
@@ -178,25 +178,16 @@ def _conf(state: Path, osd_bytes: int) -> str:
 
 
 @dataclass
-class CephBed:
+class CephBed(BedOnHosts):
     """A Ceph cluster and its clients; see the module docstring for the API."""
 
-    hosts: HostBed
-    osds: int
-    conf: Path
+    osds: int = 0
+    conf: Path = Path()
     daemons: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
-
-    @property
-    def state(self) -> Path:
-        return self.hosts.state
 
     @property
     def mount_point(self) -> str:
         return self.hosts.mount_point
-
-    @property
-    def clients(self) -> list[str]:
-        return self.hosts.clients
 
     @property
     def s3_url(self) -> str:

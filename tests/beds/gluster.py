@@ -62,8 +62,8 @@ from ckptgate.storage.glusterfs import VOLFILE
 from tests.beds import bed_missing
 from tests.beds.hosts import (
     HEAD,
+    BedOnHosts,
     Host,
-    HostBed,
     _add_client_hosts,
     _add_host,
     _client_namespaces,
@@ -71,6 +71,7 @@ from tests.beds.hosts import (
     _sh,
     _wait,
     _which,
+    add_server_host,
     bed_frame,
     write_agent,
 )
@@ -118,20 +119,11 @@ def brick_path(volume: str, index: int) -> str:
 
 
 @dataclass
-class GlusterBed:
+class GlusterBed(BedOnHosts):
     """glusterd, its bricks and the clients; see the module docstring for the API."""
 
-    hosts: HostBed
     clients_options: dict[str, list[str]] = field(default_factory=dict)
     daemons: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
-
-    @property
-    def state(self) -> Path:
-        return self.hosts.state
-
-    @property
-    def clients(self) -> list[str]:
-        return self.hosts.clients
 
     @staticmethod
     def mount_point(volume: str) -> str:
@@ -281,11 +273,7 @@ def _missing() -> str | None:
 def _server(bed: GlusterBed, token: str) -> None:
     """The server's network and mount namespaces, glusterd in them, answering."""
     state = bed.state
-    server = Host(SERVER, SERVER_ADDRESS, f"ckg-{token}-{SERVER}", mount_ns=state / "server.mnt")
-    _add_host(bed.hosts, server)
-    assert server.mount_ns is not None
-    server.mount_ns.touch()
-    _sh(["unshare", f"--mount={server.mount_ns}", "--propagation", "private", "true"])
+    server = add_server_host(bed.hosts, SERVER, SERVER_ADDRESS, f"ckg-{token}-{SERVER}")
     for folder in ("lib", "log"):
         (state / folder).mkdir()
     # The binds first: the state directory is under /run, which the next tmpfs hides.

@@ -286,6 +286,33 @@ class HostBed:
         return done.returncode == 0
 
 
+@dataclass
+class BedOnHosts:
+    """What every bed laid over the host bed (Ceph, GlusterFS, MooseFS) forwards to it."""
+
+    hosts: HostBed
+
+    @property
+    def state(self) -> Path:
+        return self.hosts.state
+
+    @property
+    def clients(self) -> list[str]:
+        return self.hosts.clients
+
+
+def add_server_host(bed: HostBed, name: str, address: str, netns: str) -> Host:
+    """A server host on the bridge with a private mount namespace of its own (persisted in
+    the state directory as ``<name>.mnt``), for daemons whose memory-backed disks and state
+    binds no other host sees."""
+    host = Host(name, address, netns, mount_ns=bed.state / f"{name}.mnt")
+    _add_host(bed, host)
+    assert host.mount_ns is not None
+    host.mount_ns.touch()
+    _sh(["unshare", f"--mount={host.mount_ns}", "--propagation", "private", "true"])
+    return host
+
+
 def _ns_inode(path: str | Path) -> tuple[int, int]:
     stat = os.stat(path)
     return stat.st_dev, stat.st_ino
