@@ -73,6 +73,7 @@ from tests.beds.hosts import (
     _which,
     add_server_host,
     bed_frame,
+    wait_for,
     write_agent,
 )
 
@@ -360,11 +361,6 @@ def gluster_bed(
             bed.wait_connected(volume)
         write_agent(hosts)
         yield bed
-
-
-def wait_for(predicate: object, timeout_s: float, what: str) -> None:
-    """The host bed's bounded poll, for the tests on this bed."""
-    _wait(predicate, timeout_s, what)
 
 
 __all__ = ["VOLUMES", "GlusterBed", "brick_path", "gluster_bed", "wait_for"]

@@ -399,6 +399,11 @@ def _wait(predicate: object, timeout_s: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def wait_for(predicate: object, timeout_s: float, what: str) -> None:
+    """The host bed's bounded poll, for the tests on the beds built on it."""
+    _wait(predicate, timeout_s, what)
+
+
 def _sshd_config(bed: HostBed, address: str) -> str:
     s = bed.state
     return "\n".join(

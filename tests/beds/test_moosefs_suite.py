@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests.beds.hosts import wait_for
 from tests.beds.moosefs import MooseBed, moosefs_bed
 from tests.beds.runs import (
     FAULT_RUN,
@@ -39,7 +40,6 @@ from tests.beds.runs import (
     run_in,
     start_in,
     suite,
-    verdict_line,
     wait_for_step,
 )
 from tests.beds.slurm import SlurmBed, slurm_bed
@@ -49,6 +49,12 @@ WRITER, READER = "node0", "node1"
 READER_OPTIONS = ["mfscachemode=YES", "mfsattrcacheto=600", "mfsentrycacheto=600"]
 RESTART_READ = "ckptgate.acceptance.test_restart_read"
 FILE_BYTES = 64 << 20
+GOAL_1_ERRORS = r"No such device or address|Input/output error|no progress for 30 s in"
+"""How a write to a chunk whose one copy died may end: ENXIO (what mfsmount 3.0.117 gave an
+fsync here), EIO, or blocked until the stall timeout."""
+MASTER_ERRORS = r"Input/output error|no progress for 30 s in"
+"""How a run with the master stopped may end: EIO once mfsmount's retries are spent (seen
+here, in fsync), or blocked until the stall timeout."""
 
 
 @pytest.fixture(scope="module")
@@ -173,14 +179,15 @@ def kept_burst(bed: MooseBed, goal: int) -> Path:
     return kept
 
 
-@pytest.mark.parametrize("truncate", [True, False], ids=["short", "stale"])
-def test_another_clients_rewrite_read_back_short_or_stale_is_named_with_file_and_offset(
-    moose: MooseBed, truncate: bool
+def test_another_clients_rewrite_read_back_short_is_named_with_file_and_offset(
+    moose: MooseBed,
 ) -> None:
-    """The writer cuts a kept shard while the caching reader looks: a stat (its attributes kept
-    ten minutes: the size read short) or a read (``mfscachemode=YES``: the zeroed bytes kept in
-    its page cache across opens); then puts the bytes back. The writer's verify passes; the
-    reader's names the file and the offset as the storage's failure."""
+    """The writer cuts a kept shard short while the caching reader stats it (its attributes
+    kept ten minutes: the size read short); then puts the bytes back. The writer's verify
+    passes; the reader's names the file and the offset as the storage's failure. (Zeroed
+    bytes the reader read with ``mfscachemode=YES`` were not served to it again once the
+    writer put the bytes back: the reader's verify passed, so that case is no test here.)"""
+    truncate = True
     kept = kept_burst(moose, 2)
     shard = largest_shard(kept)
     look = "os.stat(sys.argv[1])" if truncate else "open(sys.argv[1], 'rb').read()"
@@ -249,17 +256,13 @@ def test_a_chunkserver_killed_mid_burst_with_goal_1_is_named_with_its_file(
     moose: MooseBed, tmp_path: Path
 ) -> None:
     """Goal 1: each chunk on one chunkserver; one dies mid-burst. A write to a chunk it held
-    fails (EIO after mfsmount's retries, or a stall named at the stall timeout), named with
-    its file; ``ckptgate verify`` of the kept run names each file the dead server held."""
+    fails (ENXIO from the fsync, as seen here, EIO after mfsmount's retries, or a stall named
+    at the stall timeout), named with its file; ``ckptgate verify`` of the kept run fails."""
     try:
         code, out, kept = burst_with_a_chunkserver_killed(moose, 1, tmp_path)
         assert code != 0, out[-4000:]
-        assert verdict_line(out).startswith("VERDICT failed for tmpfs: ")
-        failure = [
-            line
-            for line in out.splitlines()
-            if "Input/output error" in line or "no progress for 30 s in" in line
-        ]
+        assert "VERDICT failed for tmpfs: " in out, out[-4000:]
+        failure = [line for line in out.splitlines() if re.search(GOAL_1_ERRORS, line)]
         assert failure, out[-4000:]
         assert any(re.search(r"/ckpt/goal1/ckptgate-[^ ]*/[^ ]+", line) for line in failure)
         code, out = ckptgate(moose, WRITER, "verify", kept)  # chunk1 still dead
@@ -271,13 +274,14 @@ def test_a_chunkserver_killed_mid_burst_with_goal_1_is_named_with_its_file(
     clean(moose, 1)
 
 
-def test_the_master_stopped_mid_storm_is_named_at_the_stall_timeout(
+def test_the_master_stopped_mid_burst_ends_the_run_bounded_and_named(
     moose: MooseBed, tmp_path: Path
 ) -> None:
-    """The master stopped (SIGSTOP) once the burst's second round exists: every open and
-    create blocks in the clients, which wait for it; the watchdog ends the run at the stall
-    timeout, naming the stall and its phase. The master continues; the run's files are
-    cleaned."""
+    """The master stopped (SIGSTOP) once the burst's second round exists: every open, create
+    and chunk lookup blocks in the clients, which retry it; the run ends by itself, bounded,
+    either at the stall timeout (the stall and its phase named) or, as seen here, once
+    mfsmount's retries (``IO_RETRIES``) are spent, with EIO named with the rank's file. The
+    master continues; the run's files are cleaned."""
     log = tmp_path / "run.log"
     job = start_in(moose.hosts, WRITER, suite(moose.target(2), *FAULT_RUN, WRITE_BURST), log)
     wait_for_step(job, reached(moose, 2, "step-2"), "write/step-2")
@@ -288,7 +292,22 @@ def test_the_master_stopped_mid_storm_is_named_at_the_stall_timeout(
         moose.cont_master()
     print(out[-3000:])
     assert code != 0
-    assert "no progress for 30 s in" in out, out[-4000:]
+    failure = [line for line in out.splitlines() if re.search(MASTER_ERRORS, line)]
+    assert failure, out[-4000:]
+    assert any(re.search(r"/ckpt/goal2/ckptgate-[^ ]*/[^ ]+", line) for line in failure)
     assert "Traceback" not in out
-    assert verdict_line(out).startswith("VERDICT failed for tmpfs: ")
-    clean(moose, 2)
+    assert "VERDICT failed for tmpfs: " in out, out[-4000:]
+    # The writer's mfsmount reconnects to the continued master in its own time (its session
+    # timed out): clean once it answers again, bounded.
+    outputs: list[str] = []
+
+    def cleaned() -> bool:
+        code, said = ckptgate(moose, WRITER, "clean", moose.target(2))
+        outputs.append(said)
+        return code == 0
+
+    try:
+        wait_for(cleaned, 120, "ckptgate clean of /ckpt/goal2 after the master continued")
+    except RuntimeError:
+        pytest.fail(f"clean never succeeded; last said:\n{outputs[-1][-3000:]}")
+    assert kept_runs(moose, 2) == []
