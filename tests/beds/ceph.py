@@ -71,8 +71,8 @@ from tests.beds.hosts import (
     _is_mount,
     _sh,
     _wait,
-    _which,
     bed_frame,
+    bed_lacks,
     write_agent,
 )
 
@@ -399,14 +399,7 @@ class CephBed(BedOnHosts):
 
 def _missing() -> str | None:
     """Why this machine cannot hold a Ceph bed, or None."""
-    if os.geteuid() != 0:
-        return "the ceph bed needs root (network and mount namespaces)"
-    absent = [tool for tool in TOOLS if _which(tool) is None]
-    if absent:
-        return f"the ceph bed needs {', '.join(absent)} (apt-get install {PACKAGES})"
-    if not os.path.exists("/dev/fuse"):
-        return "the ceph bed needs /dev/fuse for ceph-fuse"
-    return None
+    return bed_lacks("ceph", "network and mount namespaces", TOOLS, PACKAGES, "ceph-fuse")
 
 
 def _mount_fusectl() -> None:

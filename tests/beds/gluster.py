@@ -70,9 +70,9 @@ from tests.beds.hosts import (
     _running,
     _sh,
     _wait,
-    _which,
     add_server_host,
     bed_frame,
+    bed_lacks,
     wait_for,
     write_agent,
 )
@@ -258,13 +258,11 @@ class GlusterBed(BedOnHosts):
 
 def _missing() -> str | None:
     """Why this machine cannot hold a GlusterFS bed, or None."""
-    if os.geteuid() != 0:
-        return "the gluster bed needs root (network and mount namespaces, glusterd)"
-    absent = [tool for tool in TOOLS if _which(tool) is None]
-    if absent:
-        return f"the gluster bed needs {', '.join(absent)} (apt-get install {PACKAGES})"
-    if not os.path.exists("/dev/fuse"):
-        return "the gluster bed needs /dev/fuse for the glusterfs client"
+    reason = bed_lacks(
+        "gluster", "network and mount namespaces, glusterd", TOOLS, PACKAGES, "the glusterfs client"
+    )
+    if reason:
+        return reason
     absent = [d for d in ("/var/lib/glusterd", "/var/log/glusterfs") if not os.path.isdir(d)]
     if absent:
         return f"the gluster bed needs {', '.join(absent)} (glusterfs-server makes them)"

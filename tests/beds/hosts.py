@@ -399,6 +399,21 @@ def _wait(predicate: object, timeout_s: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def bed_lacks(
+    name: str, root_for: str, tools: Sequence[str], packages: str, fuse_for: str
+) -> str | None:
+    """Why this machine cannot hold the bed ``name``, for what every FUSE bed on the host bed
+    needs (root, ``tools`` from ``packages``, /dev/fuse for ``fuse_for``), or None."""
+    if os.geteuid() != 0:
+        return f"the {name} bed needs root ({root_for})"
+    absent = [tool for tool in tools if _which(tool) is None]
+    if absent:
+        return f"the {name} bed needs {', '.join(absent)} (apt-get install {packages})"
+    if not os.path.exists("/dev/fuse"):
+        return f"the {name} bed needs /dev/fuse for {fuse_for}"
+    return None
+
+
 def wait_for(predicate: object, timeout_s: float, what: str) -> None:
     """The host bed's bounded poll, for the tests on the beds built on it."""
     _wait(predicate, timeout_s, what)

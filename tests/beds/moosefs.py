@@ -61,9 +61,9 @@ from tests.beds.hosts import (
     _running,
     _sh,
     _wait,
-    _which,
     add_server_host,
     bed_frame,
+    bed_lacks,
     write_agent,
 )
 
@@ -223,13 +223,11 @@ class MooseBed(BedOnHosts):
 
 def _missing() -> str | None:
     """Why this machine cannot hold a MooseFS bed, or None."""
-    if os.geteuid() != 0:
-        return "the moosefs bed needs root (network and mount namespaces, mfsmount)"
-    absent = [tool for tool in TOOLS if _which(tool) is None]
-    if absent:
-        return f"the moosefs bed needs {', '.join(absent)} (apt-get install {PACKAGES})"
-    if not os.path.exists("/dev/fuse"):
-        return "the moosefs bed needs /dev/fuse for mfsmount"
+    reason = bed_lacks(
+        "moosefs", "network and mount namespaces, mfsmount", TOOLS, PACKAGES, "mfsmount"
+    )
+    if reason:
+        return reason
     if not os.path.exists(EMPTY_METADATA):
         return f"the moosefs bed needs {EMPTY_METADATA} (moosefs-master makes it)"
     return None
