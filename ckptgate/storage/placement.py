@@ -15,14 +15,16 @@ them (tmpfs, ext4) gives nothing, and a report fact never fails a run.
 On GlusterFS a directory has no layout of its own: the whole volume is placed one way, and
 its client says how in its translator graph (``ckptgate.storage.glusterfs``): the volume's
 type, bricks and translators, and whether the client keeps a data cache of its own that this
-node's page cache does not show (``client_placement``).
+node's page cache does not show (``client_placement``). On MooseFS the client says which
+master it talks to and its cache mode (``ckptgate.storage.moosefs``), and a directory's goal
+(how many chunkservers hold each chunk) is the directory's own, as ``mfsgetgoal`` reads it.
 """
 
 from __future__ import annotations
 
 import os
 
-from ckptgate.storage import glusterfs
+from ckptgate.storage import glusterfs, moosefs
 
 __all__ = ["PLACEMENT_ATTRIBUTES", "client_placement", "fs_placement"]
 
@@ -61,9 +63,14 @@ def client_placement(
 ) -> tuple[dict[str, str], str | None]:
     """The target's placement and, where the filesystem's client caches file data in memory
     of its own (GlusterFS's io-cache), why a read may come from there: the GlusterFS client's
-    graph on a ``fuse.glusterfs`` mount, the placement attributes elsewhere (no cache)."""
+    graph on a ``fuse.glusterfs`` mount, the MooseFS client's parameters and the directory's goal
+    on an mfsmount, the placement attributes elsewhere (no cache)."""
     if fs_type == glusterfs.FS_TYPE:
         graph = glusterfs.mount_graph(mount_point)
         if graph is not None:
             return graph.placement(), graph.data_cache()
+    if fs_type in moosefs.FS_TYPES:
+        params = moosefs.mount_params(mount_point)
+        if params is not None:
+            return params.placement(path), None
     return fs_placement(path, mount_point), None

@@ -16,7 +16,8 @@ from typing import NoReturn
 import pytest
 
 REQUIRED_ENV = "CKPTGATE_BEDS_REQUIRED"
-"""Space-separated bed markers that must run (``fuse hosts ceph slurm gluster``), or unset."""
+"""Space-separated bed markers that must run (``fuse hosts ceph slurm gluster moosefs``), or
+unset."""
 
 
 def bed_missing(marker: str, reason: str) -> NoReturn:
@@ -48,11 +49,16 @@ BED_MARKERS: dict[str, tuple[str, str]] = {
         "builds the GlusterFS bed: glusterd, its bricks and the glusterfs FUSE client on the "
         "host bed (tests/beds/gluster.py)",
     ),
+    "moosefs": (
+        "moosefs",
+        "builds the MooseFS bed: mfsmaster, two mfschunkservers and mfsmount on the host bed "
+        "(tests/beds/moosefs.py)",
+    ),
 }
 """One marker per bed, by the module that builds it."""
 
 BEDS_MARKER = "beds"
 BEDS_HELP = (
-    "needs a test bed (tests/beds: FUSE, host namespaces, Ceph, RGW, Slurm, GlusterFS; root and "
-    "Debian packages, skipped naming what is missing): the bed tier, pytest -m beds"
+    "needs a test bed (tests/beds: FUSE, host namespaces, Ceph, RGW, Slurm, GlusterFS, MooseFS; "
+    "root and Debian packages, skipped naming what is missing): the bed tier, pytest -m beds"
 )

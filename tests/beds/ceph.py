@@ -63,16 +63,16 @@ from pathlib import Path
 from tests.beds import bed_missing
 from tests.beds.hosts import (
     HEAD,
+    BedOnHosts,
     Host,
-    HostBed,
     _add_client_hosts,
     _add_host,
     _client_namespaces,
     _is_mount,
     _sh,
     _wait,
-    _which,
     bed_frame,
+    bed_lacks,
     write_agent,
 )
 
@@ -178,25 +178,16 @@ def _conf(state: Path, osd_bytes: int) -> str:
 
 
 @dataclass
-class CephBed:
+class CephBed(BedOnHosts):
     """A Ceph cluster and its clients; see the module docstring for the API."""
 
-    hosts: HostBed
-    osds: int
-    conf: Path
+    osds: int = 0
+    conf: Path = Path()
     daemons: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
-
-    @property
-    def state(self) -> Path:
-        return self.hosts.state
 
     @property
     def mount_point(self) -> str:
         return self.hosts.mount_point
-
-    @property
-    def clients(self) -> list[str]:
-        return self.hosts.clients
 
     @property
     def s3_url(self) -> str:
@@ -408,14 +399,7 @@ class CephBed:
 
 def _missing() -> str | None:
     """Why this machine cannot hold a Ceph bed, or None."""
-    if os.geteuid() != 0:
-        return "the ceph bed needs root (network and mount namespaces)"
-    absent = [tool for tool in TOOLS if _which(tool) is None]
-    if absent:
-        return f"the ceph bed needs {', '.join(absent)} (apt-get install {PACKAGES})"
-    if not os.path.exists("/dev/fuse"):
-        return "the ceph bed needs /dev/fuse for ceph-fuse"
-    return None
+    return bed_lacks("ceph", "network and mount namespaces", TOOLS, PACKAGES, "ceph-fuse")
 
 
 def _mount_fusectl() -> None:

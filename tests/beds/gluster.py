@@ -62,16 +62,18 @@ from ckptgate.storage.glusterfs import VOLFILE
 from tests.beds import bed_missing
 from tests.beds.hosts import (
     HEAD,
+    BedOnHosts,
     Host,
-    HostBed,
     _add_client_hosts,
     _add_host,
     _client_namespaces,
     _running,
     _sh,
     _wait,
-    _which,
+    add_server_host,
     bed_frame,
+    bed_lacks,
+    wait_for,
     write_agent,
 )
 
@@ -118,20 +120,11 @@ def brick_path(volume: str, index: int) -> str:
 
 
 @dataclass
-class GlusterBed:
+class GlusterBed(BedOnHosts):
     """glusterd, its bricks and the clients; see the module docstring for the API."""
 
-    hosts: HostBed
     clients_options: dict[str, list[str]] = field(default_factory=dict)
     daemons: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
-
-    @property
-    def state(self) -> Path:
-        return self.hosts.state
-
-    @property
-    def clients(self) -> list[str]:
-        return self.hosts.clients
 
     @staticmethod
     def mount_point(volume: str) -> str:
@@ -265,13 +258,11 @@ class GlusterBed:
 
 def _missing() -> str | None:
     """Why this machine cannot hold a GlusterFS bed, or None."""
-    if os.geteuid() != 0:
-        return "the gluster bed needs root (network and mount namespaces, glusterd)"
-    absent = [tool for tool in TOOLS if _which(tool) is None]
-    if absent:
-        return f"the gluster bed needs {', '.join(absent)} (apt-get install {PACKAGES})"
-    if not os.path.exists("/dev/fuse"):
-        return "the gluster bed needs /dev/fuse for the glusterfs client"
+    reason = bed_lacks(
+        "gluster", "network and mount namespaces, glusterd", TOOLS, PACKAGES, "the glusterfs client"
+    )
+    if reason:
+        return reason
     absent = [d for d in ("/var/lib/glusterd", "/var/log/glusterfs") if not os.path.isdir(d)]
     if absent:
         return f"the gluster bed needs {', '.join(absent)} (glusterfs-server makes them)"
@@ -281,11 +272,7 @@ def _missing() -> str | None:
 def _server(bed: GlusterBed, token: str) -> None:
     """The server's network and mount namespaces, glusterd in them, answering."""
     state = bed.state
-    server = Host(SERVER, SERVER_ADDRESS, f"ckg-{token}-{SERVER}", mount_ns=state / "server.mnt")
-    _add_host(bed.hosts, server)
-    assert server.mount_ns is not None
-    server.mount_ns.touch()
-    _sh(["unshare", f"--mount={server.mount_ns}", "--propagation", "private", "true"])
+    server = add_server_host(bed.hosts, SERVER, SERVER_ADDRESS, f"ckg-{token}-{SERVER}")
     for folder in ("lib", "log"):
         (state / folder).mkdir()
     # The binds first: the state directory is under /run, which the next tmpfs hides.
@@ -372,11 +359,6 @@ def gluster_bed(
             bed.wait_connected(volume)
         write_agent(hosts)
         yield bed
-
-
-def wait_for(predicate: object, timeout_s: float, what: str) -> None:
-    """The host bed's bounded poll, for the tests on this bed."""
-    _wait(predicate, timeout_s, what)
 
 
 __all__ = ["VOLUMES", "GlusterBed", "brick_path", "gluster_bed", "wait_for"]

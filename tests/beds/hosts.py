@@ -286,6 +286,33 @@ class HostBed:
         return done.returncode == 0
 
 
+@dataclass
+class BedOnHosts:
+    """What every bed laid over the host bed (Ceph, GlusterFS, MooseFS) forwards to it."""
+
+    hosts: HostBed
+
+    @property
+    def state(self) -> Path:
+        return self.hosts.state
+
+    @property
+    def clients(self) -> list[str]:
+        return self.hosts.clients
+
+
+def add_server_host(bed: HostBed, name: str, address: str, netns: str) -> Host:
+    """A server host on the bridge with a private mount namespace of its own (persisted in
+    the state directory as ``<name>.mnt``), for daemons whose memory-backed disks and state
+    binds no other host sees."""
+    host = Host(name, address, netns, mount_ns=bed.state / f"{name}.mnt")
+    _add_host(bed, host)
+    assert host.mount_ns is not None
+    host.mount_ns.touch()
+    _sh(["unshare", f"--mount={host.mount_ns}", "--propagation", "private", "true"])
+    return host
+
+
 def _ns_inode(path: str | Path) -> tuple[int, int]:
     stat = os.stat(path)
     return stat.st_dev, stat.st_ino
@@ -370,6 +397,26 @@ def _wait(predicate: object, timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"host bed: {what} within {timeout_s} s")
         time.sleep(0.05)
+
+
+def bed_lacks(
+    name: str, root_for: str, tools: Sequence[str], packages: str, fuse_for: str
+) -> str | None:
+    """Why this machine cannot hold the bed ``name``, for what every FUSE bed on the host bed
+    needs (root, ``tools`` from ``packages``, /dev/fuse for ``fuse_for``), or None."""
+    if os.geteuid() != 0:
+        return f"the {name} bed needs root ({root_for})"
+    absent = [tool for tool in tools if _which(tool) is None]
+    if absent:
+        return f"the {name} bed needs {', '.join(absent)} (apt-get install {packages})"
+    if not os.path.exists("/dev/fuse"):
+        return f"the {name} bed needs /dev/fuse for {fuse_for}"
+    return None
+
+
+def wait_for(predicate: object, timeout_s: float, what: str) -> None:
+    """The host bed's bounded poll, for the tests on the beds built on it."""
+    _wait(predicate, timeout_s, what)
 
 
 def _sshd_config(bed: HostBed, address: str) -> str:

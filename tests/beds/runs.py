@@ -4,17 +4,22 @@ Shared by the tests of every bed built on the host bed (Ceph, GlusterFS): the su
 line (``suite``), a run to its end on one client (``run_in``) or started in the background
 with its output in a file (``start_in``), a wait for a step of the run that fails if the run
 ends first (``wait_for_step``), the run's own end within ``SAFETY_S`` (``ends``) and its one
-verdict line (``verdict_line``).
+verdict line (``verdict_line``); and the client-cache probes both filesystems' tests make: a
+client's own timed read of one file (``READS``, ``read_step``), a kept shard cut while another
+client looks (``cut_while``) and the verify line that must name it (``named_at``).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +108,96 @@ def ends(job: subprocess.Popen[str], log: Path) -> tuple[int, str]:
         job.wait(timeout=30)
         pytest.fail(f"the run did not end within {SAFETY_S:.0f} s:\n{log.read_text()[-4000:]}")
     return code, log.read_text()
+
+
+READS = """
+import json, os, sys, time
+from ckptgate.storage import pagecache as pc
+path, step = sys.argv[1], sys.argv[2]
+if step == "write":
+    with open(path, "wb") as out:
+        out.write(os.urandom(int(sys.argv[3])))
+        out.flush()
+        os.fsync(out.fileno())
+    sys.exit(0)
+if step != "cached":
+    pc.drop_pages(path)
+resident = pc.resident_fraction(path)
+opened = pc.open_read(path, direct=step == "direct")
+buffer = pc.aligned_buffer(4 << 20)
+start, done = time.perf_counter(), 0
+try:
+    while count := pc.read_into(opened.fd, memoryview(buffer), done, opened.direct):
+        done += count
+finally:
+    os.close(opened.fd)
+seconds = time.perf_counter() - start
+print(json.dumps({"resident": resident, "bytes": done, "seconds": seconds,
+                  "direct": opened.direct, "refused": opened.refused}))
+"""
+"""A client's reads with the suite's own page-cache tools (``ckptgate.storage.pagecache``):
+write a file; or drop its pages (not for ``cached``), measure its residency, read it whole
+(``direct``: O_DIRECT)."""
+
+
+def read_step(
+    hosts: HostBed,
+    client: str,
+    path: str,
+    step: str,
+    file_bytes: int,
+    served: Callable[[], int],
+) -> dict[str, Any]:
+    """One step of ``READS`` on ``client``, with what ``served()`` (the servers' bytes read)
+    grew by meanwhile (``served``)."""
+    before = served()
+    code, out = run_in(hosts, client, [sys.executable, "-c", READS, path, step, str(file_bytes)])
+    assert code == 0, out
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1]) if step != "write" else {}
+    result["served"] = served() - before
+    return result
+
+
+def items(report: Path) -> dict[str, dict[str, Any]]:
+    return {item["id"]: item for item in json.loads(report.read_text())["items"]}
+
+
+def largest_shard(run_dir: Path) -> Path:
+    return max(run_dir.glob("write/step-*/*"), key=lambda p: p.stat().st_size)
+
+
+def cut_while(shard: Path, truncate: bool, look: Callable[[], bool]) -> int:
+    """Cut ``shard`` from the middle (a page boundary) on: ``truncate`` it there, or zero its
+    tail, fsynced; ``look()`` (another client looking now, which must succeed); then put the
+    tail back, fsynced: the storage ends whole. Return the cut's offset."""
+    cut = shard.stat().st_size // 2 // 4096 * 4096
+    with shard.open("r+b") as handle:  # the writer's own view
+        handle.seek(cut)
+        tail = handle.read()
+        if truncate:
+            handle.truncate(cut)
+        else:
+            handle.seek(cut)
+            handle.write(bytes(len(tail)))
+        handle.flush()
+        os.fsync(handle.fileno())
+    assert look()
+    with shard.open("r+b") as handle:  # the writer puts the bytes back
+        handle.seek(cut)
+        handle.write(tail)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return cut
+
+
+def named_at(out: str, relative: str, cut: int, what: str) -> None:
+    """``ckptgate verify``'s output names the file ``relative`` (to its run directory) with
+    ``what`` (``truncated``, ``byte differs``) at an offset within a page past ``cut``: the
+    first byte that differs is the cut, or a byte or so past it where the stamp's byte happens
+    to be the zero written."""
+    lines = [line for line in out.splitlines() if relative in line]
+    assert lines, out
+    offset = re.search(r" at offset (\d+): ", lines[0])
+    assert offset, lines
+    assert cut <= int(offset[1]) < cut + 4096, (cut, lines)
+    assert what in lines[0], lines

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -31,7 +30,12 @@ from tests.beds.gluster import GlusterBed, gluster_bed
 from tests.beds.runs import (
     FAULT_RUN,
     WRITE_BURST,
+    cut_while,
     ends,
+    items,
+    largest_shard,
+    named_at,
+    read_step,
     run_in,
     start_in,
     suite,
@@ -49,33 +53,6 @@ CACHED = {
 LONG_CACHE = ["--attribute-timeout=600", "--entry-timeout=600"]
 RESTART_READ = "ckptgate.acceptance.test_restart_read"
 FILE_BYTES = 64 << 20
-
-READS = """
-import json, os, sys, time
-from ckptgate.storage import pagecache as pc
-path, step = sys.argv[1], sys.argv[2]
-if step == "write":
-    with open(path, "wb") as out:
-        out.write(os.urandom(int(sys.argv[3])))
-        out.flush()
-        os.fsync(out.fileno())
-    sys.exit(0)
-pc.drop_pages(path)
-resident = pc.resident_fraction(path)
-opened = pc.open_read(path, direct=step == "direct")
-buffer = pc.aligned_buffer(4 << 20)
-start, done = time.perf_counter(), 0
-try:
-    while count := pc.read_into(opened.fd, memoryview(buffer), done, opened.direct):
-        done += count
-finally:
-    os.close(opened.fd)
-seconds = time.perf_counter() - start
-print(json.dumps({"resident": resident, "bytes": done, "seconds": seconds,
-                  "direct": opened.direct, "refused": opened.refused}))
-"""
-"""A client's reads with the suite's own page-cache tools (``ckptgate.storage.pagecache``):
-write a file; or drop its pages, measure its residency, read it whole (``direct``: O_DIRECT)."""
 
 
 @pytest.fixture(scope="module")
@@ -101,12 +78,9 @@ def client_read(bed: GlusterBed, client: str, path: str, step: str) -> dict[str,
     """One step of ``READS`` on ``client``, with the bytes the volume's bricks read meanwhile
     (``served``)."""
     volume = Path(path).relative_to("/ckpt").parts[0]
-    before = bed.brick_read_bytes(volume)
-    code, out = on(bed, client, [sys.executable, "-c", READS, path, step, str(FILE_BYTES)])
-    assert code == 0, out
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1]) if step != "write" else {}
-    result["served"] = bed.brick_read_bytes(volume) - before
-    return result
+    return read_step(
+        bed.hosts, client, path, step, FILE_BYTES, lambda: bed.brick_read_bytes(volume)
+    )
 
 
 def test_io_cache_serves_a_read_the_page_cache_calls_uncached_and_o_direct_goes_to_the_bricks(
@@ -133,10 +107,6 @@ def test_io_cache_serves_a_read_the_page_cache_calls_uncached_and_o_direct_goes_
     assert direct["direct"], direct["refused"]
     assert direct["served"] >= FILE_BYTES  # O_DIRECT: the bricks' again
     on(gluster, WRITER, ["rm", "-f", path])
-
-
-def items(report: Path) -> dict[str, dict[str, Any]]:
-    return {item["id"]: item for item in json.loads(report.read_text())["items"]}
 
 
 def test_a_restart_read_through_io_cache_is_refused_unless_read_with_o_direct(
@@ -195,10 +165,6 @@ def kept_burst(bed: GlusterBed, volume: str) -> Path:
     return kept
 
 
-def largest_shard(run_dir: Path) -> Path:
-    return max(run_dir.glob("write/step-*/*"), key=lambda p: p.stat().st_size)
-
-
 @pytest.mark.parametrize("volume", ["dist", "replica"], ids=lambda v: f"volume={v}")
 def test_another_clients_rewrite_read_back_short_or_stale_is_named_with_file_and_offset(
     gluster: GlusterBed, volume: str
@@ -210,46 +176,21 @@ def test_another_clients_rewrite_read_back_short_or_stale_is_named_with_file_and
     ``ckptgate verify`` reads it short or stale and names the file and the offset."""
     kept = kept_burst(gluster, volume)
     shard = largest_shard(kept)
-    size = shard.stat().st_size
-    cut = size // 2 // 4096 * 4096
     as_named = on_client(gluster, WRITER, volume, shard)
-    with shard.open("r+b") as handle:  # the writer's own view
-        handle.seek(cut)
-        tail = handle.read()
-        if volume == "dist":
-            handle.truncate(cut)
-        else:
-            handle.seek(cut)
-            handle.write(bytes(len(tail)))
-        handle.flush()
-        os.fsync(handle.fileno())
-    # The reader looks now, and caches what it saw: on dist the size (a stat, as a restore's
-    # listing makes: a read would mark its atime stale and the next stat would ask again), on
-    # replica the bytes (a read, which io-cache keeps).
+    # The reader looks while the shard is cut, and caches what it saw: on dist the size (a
+    # stat, as a restore's listing makes: a read would mark its atime stale and the next stat
+    # would ask again), on replica the bytes (a read, which io-cache keeps).
     look = "os.stat(sys.argv[1])" if volume == "dist" else "open(sys.argv[1], 'rb').read()"
     reader = [sys.executable, "-c", f"import os, sys; {look}", as_named]
-    assert on(gluster, READER, reader)[0] == 0
-    with shard.open("r+b") as handle:  # the writer puts the bytes back
-        handle.seek(cut)
-        handle.write(tail)
-        handle.flush()
-        os.fsync(handle.fileno())
+    cut = cut_while(shard, volume == "dist", lambda: on(gluster, READER, reader)[0] == 0)
     run_dir = on_client(gluster, WRITER, volume, kept)
     code, out = ckptgate(gluster, WRITER, "verify", run_dir)
     assert code == 0, out  # the storage holds what the run wrote
     code, out = ckptgate(gluster, READER, "verify", run_dir)
     print(out[-2000:])
     assert code == 1, out
-    relative = str(shard.relative_to(kept))
-    lines = [line for line in out.splitlines() if relative in line]
-    assert lines, out
-    offset = re.search(r" at offset (\d+): ", lines[0])
-    assert offset, lines
-    # the first byte that differs: the cut, or a byte or so past it where the stamp's byte
-    # happens to be the zero written
-    assert cut <= int(offset[1]) < cut + 4096, (cut, lines)
     what = "truncated" if volume == "dist" else "byte differs"
-    assert what in lines[0], lines
+    named_at(out, str(shard.relative_to(kept)), cut, what)
     assert ckptgate(gluster, WRITER, "clean", "--include-kept", gluster.mount_point(volume))[0] == 0
 
 
