@@ -70,12 +70,12 @@ class Target:
             raise TargetError(f"--target {url!r}: {error}") from None
         self.store: ObjectStore | None = object_store(name)
         """The object store under the target (None for a filesystem): what the report labels."""
+        # What rank processes get to reach the target: the backend is chosen from the
+        # protocol, and storm_loop is the metadata storm's loop (ckptgate.storage.loops).
         try:
             self.spec = BackendSpec(name, options, loop=storm_loop)
         except ValueError as error:  # --storm-loop native where the C loop cannot run
             raise TargetError(str(error)) from None
-        """What rank processes get to reach the target (the backend is chosen from the
-        protocol; ``storm_loop``: the metadata storm's loop, ``ckptgate.storage.loops``)."""
         self.fs: AbstractFileSystem = fs
         self.root = root.rstrip("/") or "/"
         self.janitor = Janitor(fs, stall_s=stall_s)
