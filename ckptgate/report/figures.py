@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ckptgate.projection.projected import BY_METRIC
-from ckptgate.report import series
+from ckptgate.report import figure_layout, series
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst
 from ckptgate.report.schema import (
@@ -50,16 +50,21 @@ def available() -> bool:
 
 
 def _figure(height_in: float, ncols: int = 1, nrows: int = 1) -> tuple[Any, Any]:
+    """A bare figure and its grid of axes; its margins are set by ``_svg`` (``figure_layout``)."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(WIDTH_IN, height_in), layout="constrained")
+    figure = Figure(figsize=(WIDTH_IN, height_in))
     axes = figure.subplots(nrows, ncols, squeeze=False)
     return figure, axes
 
 
-def _svg(figure: Any, name: str) -> str:
+def _svg(figure: Any, name: str, right_pt: float = 0.0, top_pt: float = 0.0, **layout: str) -> str:
+    """``figure`` with its margins measured (room for a legend outside: ``right_pt`` beside,
+    ``top_pt`` above; ``layout``: ``figure_layout.arrange``'s other words), drawn once to SVG
+    text with page-unique element ids."""
     import matplotlib
 
+    figure_layout.arrange(figure, right_pt=right_pt, top_pt=top_pt, **layout)
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"ckptgate-{name}"}):
         figure.savefig(buffer, format="svg", metadata={"Date": None})
@@ -152,8 +157,10 @@ def timeline(burst: Burst) -> tuple[str, str] | None:
     _ticks(ax.xaxis, "s")
     ax.set_xlabel(f"time from the common start ({burst.label}); dashed: the slowest rank's end")
     handles = [_patch(PHASE_COLOURS[p], p.removesuffix("_s")) for p in phases]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-    return _svg(figure, f"timeline-{burst.label.replace(' ', '-')}"), caption
+    legend = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    name = f"timeline-{burst.label.replace(' ', '-')}"
+    right_pt = figure_layout.legend_width_pt(legend)
+    return _svg(figure, name, right_pt=right_pt, y_weight="bold"), caption
 
 
 def _patch(colour: str, label: str) -> Any:
@@ -238,9 +245,11 @@ def bandwidth_over_time(runs: Sequence[SeriesRun]) -> str | None:
         axes[1][0].set_title("per node: the mean, and a band from the slowest to the fastest node",
                              fontsize=8)  # fmt: skip
     axes[-1][0].set_xlabel("seconds since the run's common start")
-    total_ax.legend(fontsize=7, ncols=min(4, len(drawn)), loc="lower center",
-                    bbox_to_anchor=(0.5, 1.0), frameon=False)  # fmt: skip
-    return _svg(figure, "bandwidth-over-time")
+    columns = min(4, len(drawn))
+    legend = total_ax.legend(fontsize=7, ncols=columns, loc="lower center",
+                             bbox_to_anchor=(0.5, 1.0), frameon=False)  # fmt: skip
+    top_pt = figure_layout.legend_height_pt(legend, columns)
+    return _svg(figure, "bandwidth-over-time", top_pt=top_pt)
 
 
 def metadata_latency(latency_s: dict[str, LatencyStats]) -> str | None:
@@ -262,8 +271,8 @@ def metadata_latency(latency_s: dict[str, LatencyStats]) -> str | None:
     ax.invert_yaxis()
     _ticks(ax.xaxis, "s")
     ax.set_xlabel("latency per operation")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _svg(figure, "metadata-latency")
+    legend = ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _svg(figure, "metadata-latency", right_pt=figure_layout.legend_width_pt(legend))
 
 
 def contention(section: ContentionSection) -> str | None:

@@ -29,17 +29,13 @@ def browser(page: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
-# The browser sees the page's own markup; the probe (a script the test adds to a copy) writes
-# each figure's rendered size and the share of it its plot areas (the axes background patches)
-# cover into the DOM that --dump-dom prints. The report itself has no script.
-PROBE = """<script>
+# The browser sees the page's own markup; a probe (a script the test adds to a copy) writes what
+# it measured into the DOM that --dump-dom prints. The report itself has no script.
+_PROBE = """<script>
 window.addEventListener("load", () => {
   const out = [...document.querySelectorAll("svg.figure")].map((svg) => {
     const box = svg.getBoundingClientRect();
-    const areas = [...svg.querySelectorAll('g[id*="-axes_"] > g[id*="-patch_"]:first-child path')]
-      .map((p) => p.getBoundingClientRect()).map((r) => r.width * r.height);
-    return [svg.dataset.figure, box.width, box.height,
-            areas.reduce((a, b) => a + b, 0) / (box.width * box.height)];
+    %s
   });
   const pre = document.createElement("pre");
   pre.id = "probe";
@@ -48,15 +44,42 @@ window.addEventListener("load", () => {
 });
 </script>"""
 
+# Each figure's rendered size and the share of it its plot areas (the axes background patches)
+# cover.
+PLOT_AREAS = """const patches = 'g[id*="-axes_"] > g[id*="-patch_"]:first-child path';
+    const areas = [...svg.querySelectorAll(patches)]
+      .map((p) => p.getBoundingClientRect()).map((r) => r.width * r.height);
+    return [svg.dataset.figure, box.width, box.height,
+            areas.reduce((a, b) => a + b, 0) / (box.width * box.height)];"""
 
-def probed_figures(page: str, directory: Path) -> list[list[Any]]:
-    """``[name, width_px, height_px, plot_fraction]`` of each figure of ``page`` as headless
-    chromium laid it out (the page written to ``directory`` with the probe added)."""
+# Each figure's texts that reach past its edges, as the browser laid out their glyphs.
+CUT_TEXTS = """const cut = [...svg.querySelectorAll("text")].map((t) => {
+      const r = t.getBoundingClientRect();
+      const over = Math.max(box.left - r.left, r.right - box.right, box.top - r.top,
+                            r.bottom - box.bottom);
+      return [t.textContent.trim(), over];
+    }).filter(([text, over]) => text && over > 0.5);
+    return [svg.dataset.figure, cut];"""
+
+
+def _probe(page: str, directory: Path, measure: str) -> list[list[Any]]:
     probed = directory / "probed.html"
-    probed.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    probed.write_text(page.replace("</body>", _PROBE % measure + "</body>"), encoding="utf-8")
     dom = browser(probed, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
     assert found, "the page did not finish loading"
     drawn: list[list[Any]] = json.loads(found.group(1).replace("&quot;", '"'))
     return drawn
+
+
+def probed_figures(page: str, directory: Path) -> list[list[Any]]:
+    """``[name, width_px, height_px, plot_fraction]`` of each figure of ``page`` as headless
+    chromium laid it out (the page written to ``directory`` with the probe added)."""
+    return _probe(page, directory, PLOT_AREAS)
+
+
+def cut_texts(page: str, directory: Path) -> list[list[Any]]:
+    """``[name, [[text, px past the figure's edge], ...]]`` of each figure of ``page``: the texts
+    headless chromium drew (partly) outside their figure, where a reader cannot see them."""
+    return _probe(page, directory, CUT_TEXTS)

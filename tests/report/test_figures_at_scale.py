@@ -1,7 +1,9 @@
 """Every figure of the HTML report reads at 2, 64 and 2,048 ranks: drawn without a matplotlib
 warning, its plot area covering most of the figure (no strip squeezed by a legend), its ticks
 few enough to read, the bandwidth figure's legend naming runs and never nodes or ranks; and the
-page drawn by a real headless browser at each scale, its plot areas measured where it drew them.
+page drawn by a real headless browser at each scale, its plot areas measured where it drew them
+and no text cut off at a figure's edge. Each figure is laid out from its texts and drawn once
+(``report.figure_layout``), which the counts of matplotlib's text calls show.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ import pytest
 from ckptgate.report import figures
 from ckptgate.report.html import render_report
 from ckptgate.report.schema import load_saved
-from tests.report.browser import chromium, probed_figures
+from tests.report.browser import chromium, cut_texts, probed_figures
 from tests.report.figure_geometry import figures_of, geometry
 from tests.report.saved_runs import saved_run_at
 
@@ -105,6 +108,68 @@ def test_a_headless_browser_draws_every_figure_mostly_plot(
     for name, width, height, plot_fraction in drawn:
         assert width > 100 and height > 50, (name, width, height)
         assert plot_fraction >= MIN_PLOT_FRACTION, (name, plot_fraction)
+
+
+@pytest.mark.skipif(chromium() is None, reason="no chromium: apt-get install chromium")
+@pytest.mark.parametrize("ranks", SCALES, ids=lambda r: f"ranks={r}")
+def test_no_figure_cuts_off_a_text_at_its_edge(
+    pages: dict[int, tuple[str, list[str]]], ranks: int, tmp_path: Path
+) -> None:
+    drawn = cut_texts(pages[ranks][0], tmp_path)
+    assert len(drawn) == FIGURES, drawn
+    assert [(name, cut) for name, cut in drawn if cut] == []
+
+
+def _text_calls(data: dict[str, Any]) -> tuple[Counter[Any], int]:
+    """Rendering ``data``'s page: how often each matplotlib Text object was drawn (keyed by the
+    object, which keeps it alive: an id could be reused), and how many times any text's extent
+    was measured (``Text.get_window_extent``)."""
+    from matplotlib.text import Text
+
+    draws: Counter[Any] = Counter()
+    measured = 0
+    draw, extent = Text.draw, Text.get_window_extent
+
+    def counted_draw(self: Text, *args: Any, **kwargs: Any) -> Any:
+        draws[self] += 1
+        return draw(self, *args, **kwargs)
+
+    def counted_extent(self: Text, *args: Any, **kwargs: Any) -> Any:
+        nonlocal measured
+        measured += 1
+        return extent(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Text, "draw", counted_draw)
+        patch.setattr(Text, "get_window_extent", counted_extent)
+        render_report(load_saved(data, "run.json"))
+    return draws, measured
+
+
+def test_each_figure_is_drawn_once_with_its_texts_measured_about_once() -> None:
+    """matplotlib's constrained layout drew every text twice and measured each 2.2 times (the
+    cost of 60 % of the figures' time); laid out from its texts, a figure draws each once."""
+    draws, measured = _text_calls(_report_at(2048))
+    assert draws, "no text drawn"
+    twice = [(text.get_text(), n) for text, n in draws.items() if n > 1]
+    assert twice == [], twice[:5]
+    assert measured <= 1.25 * sum(draws.values()), (measured, sum(draws.values()))
+
+
+def test_a_legend_of_many_runs_above_the_bandwidth_plot_does_not_shrink_it() -> None:
+    """The bandwidth figure's legend names every run (a full run has about 45): the room it
+    takes is added to the figure, and the plots keep their height."""
+    heights = {}
+    for copies in (1, 12):
+        data = _report_at(64)
+        runs = data["bandwidth_series"]["runs"]
+        data["bandwidth_series"]["runs"] = [
+            {**run, "nth": run["nth"] + 4 * copy} for copy in range(copies) for run in runs
+        ]
+        svg = figures_of(render_report(load_saved(data, "run.json")))["bandwidth-over-time"]
+        areas = geometry("bandwidth-over-time", svg).plot_areas
+        heights[copies] = [round(y1 - y0, 1) for _, y0, _, y1 in areas]
+    assert heights[12] == heights[1], heights
 
 
 def test_the_series_table_has_a_row_per_run_and_the_nodes_folded_away(
