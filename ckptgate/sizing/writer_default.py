@@ -24,7 +24,7 @@ def _dcp_saves(profile: Profile, given: Collection[str]) -> str | None:
             f"{profile.dcp.checkpointer})"
         )
     if "dcp" in given:
-        return "this profile's dcp: section says DCP saves it"
+        return "this profile's dcp: section has the checklist save with PyTorch DCP"
     return None
 
 
