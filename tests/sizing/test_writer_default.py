@@ -35,7 +35,8 @@ def _note(name: str, overrides: list[str] | None = None) -> str | None:
 def test_a_dcp_section_without_a_writer_is_told_megatron_and_how_to_change_it() -> None:
     note = _note("tmpfs", DCP_APPLIES)
     assert note == (
-        f"{TOLD}this profile's dcp: section has the checklist save with PyTorch DCP; set cluster.layout.writer: dcp "
+        f"{TOLD}this profile's dcp: section has the checklist save with PyTorch DCP; "
+        "set cluster.layout.writer: dcp "
         "for DCP's own layout (its planner over model.architecture's tensors, rank by rank and "
         "file by file)"
     )
@@ -88,7 +89,8 @@ def test_an_async_save_with_a_dcp_checkpointer_is_named() -> None:
         "dcp.checkpointer: process); cluster.layout.writer: dcp does not apply to it ("
     )
     sync = _note("7b", ["dcp.checkpointer=process", "checkpoint.mode=sync"])
-    assert sync is not None and "this profile's dcp: section has the checklist save with PyTorch DCP" in sync
+    words = "this profile's dcp: section has the checklist save with PyTorch DCP"
+    assert sync is not None and words in sync
 
 
 @pytest.mark.parametrize("writer", ["megatron", "dcp", "dlio"])
