@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ckptgate.sizing.architecture import Architecture
-from ckptgate.sizing.reader import Context, ProfileError, build, dump
+from ckptgate.sizing.reader import Context, ProfileError, build, dump, key_paths
 from ckptgate.sizing.schema import (
     CheckpointSpec,
     ClusterSpec,
@@ -210,11 +210,12 @@ def profile_from_dict(
     """Validate a raw mapping (as YAML gives it), with overrides applied on top."""
     raw = _deep_copy(raw)
     touched = _apply_overrides(raw, overrides)
+    given = key_paths(raw)  # the file's keys and the --set ones, before any default
     raw.setdefault("name", default_name)
     raw.setdefault("description", "")
     ctx = Context(source, touched)
     profile = build(ctx, Profile, raw, "")
-    profile = dataclasses.replace(profile, source=source)
+    profile = dataclasses.replace(profile, source=source, given_keys=given)
     cross_check(ctx, profile)
     return profile
 

@@ -246,8 +246,12 @@ def build(ctx: Context, cls: type, raw: Any, path: str) -> Any:
                 f"allowed keys{' in ' + path if path else ''}: {', '.join(known)}"
             )
     hints = typing.get_type_hints(cls)
-    kwargs: dict[str, Any] = {
-        f.name: "" for f in dataclasses.fields(cls) if f.metadata.get("internal")
+    kwargs: dict[str, Any] = {  # filled in by the caller (Profile.source); a default stands
+        f.name: ""
+        for f in dataclasses.fields(cls)
+        if f.metadata.get("internal")
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
     }
     for key, f in known.items():
         sub = _join(path, key)
@@ -267,6 +271,19 @@ def build(ctx: Context, cls: type, raw: Any, path: str) -> Any:
                 f"allowed: {_describe_field(f, hints[f.name])}"
             )
     return cls(**kwargs)
+
+
+def key_paths(raw: Mapping[Any, Any], path: str = "") -> frozenset[str]:
+    """Every key a plain mapping gives, as dotted paths, sections and the keys inside them
+    (``cluster``, ``cluster.layout``, ``cluster.layout.writer``); lists are values, not
+    descended into. What the user wrote, as against what a field's default fills in."""
+    paths: set[str] = set()
+    for key, value in raw.items():
+        sub = _join(path, str(key))
+        paths.add(sub)
+        if isinstance(value, Mapping):
+            paths |= key_paths(value, sub)
+    return frozenset(paths)
 
 
 def _describe_field(f: dataclasses.Field[Any], hint: Any) -> str:

@@ -8,6 +8,7 @@ out by hand in ``cross_check``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ckptgate.sizing.architecture import Architecture, count_parameters
 from ckptgate.sizing.reader import Context, ProfileError, meta
@@ -183,7 +184,9 @@ class DcpSpec:
 
 @dataclass(frozen=True)
 class Profile:
-    """A cluster profile. ``source`` says where it was read from and is not compared."""
+    """A cluster profile. ``source`` says where it was read from, ``given_keys`` which keys
+    its YAML and ``--set`` gave (dotted paths, sections included; the rest are defaults);
+    neither is compared."""
 
     name: str
     description: str
@@ -196,6 +199,9 @@ class Profile:
     retention: RetentionSpec
     run: RunSpec = field(default_factory=RunSpec)
     dcp: DcpSpec = field(default_factory=DcpSpec)
+    given_keys: frozenset[str] = field(
+        default=frozenset(), compare=False, repr=False, metadata={"internal": True}
+    )
 
     @property
     def parameters(self) -> int:
@@ -288,50 +294,86 @@ def cross_check(ctx: Context, profile: Profile) -> None:
 
 def _check_dcp_writer(ctx: Context, profile: Profile) -> None:
     """``cluster.layout.writer: dcp`` plans DCP's save of a data-parallel job's tensors."""
+    refusals = dcp_writer_refusals(profile)
+    if refusals:
+        first = refusals[0]
+        raise ctx.error(first.key, first.value, first.problem, first.allowed)
+
+
+@dataclass(frozen=True)
+class DcpWriterRefusal:
+    """Why ``cluster.layout.writer: dcp`` cannot plan this profile: the key, its value, the
+    problem and what is allowed (a ``Context.error``'s parts)."""
+
+    key: str
+    value: Any
+    problem: str
+    allowed: str
+
+
+def dcp_writer_refusals(profile: Profile) -> tuple[DcpWriterRefusal, ...]:
+    """Every reason ``cluster.layout.writer: dcp`` would be refused for this profile, in the
+    order the loader checks them (it names the first); empty where dcp applies. DCP's planner
+    plans a data-parallel save of the architecture's own tensors."""
     model, par = profile.model, profile.cluster.parallelism
-    key = "cluster.layout.writer"
     if model.architecture is None:
-        raise ctx.error(key, "dcp", "needs model.architecture (its tensors)", "megatron")
+        return (
+            DcpWriterRefusal(
+                "cluster.layout.writer", "dcp", "needs model.architecture (its tensors)", "megatron"
+            ),
+        )
+    refusals = []
     if par.tp != 1 or par.pp != 1:
-        raise ctx.error(
-            "cluster.parallelism",
-            f"tp {par.tp}, pp {par.pp}",
-            "writer dcp plans a data-parallel save",
-            "tp 1 and pp 1 (or cluster.layout.writer: megatron)",
+        refusals.append(
+            DcpWriterRefusal(
+                "cluster.parallelism",
+                f"tp {par.tp}, pp {par.pp}",
+                "writer dcp plans a data-parallel save",
+                "tp 1 and pp 1 (or cluster.layout.writer: megatron)",
+            )
         )
     for where, policy in [("cluster.parallelism", par.replicas_write)] + [
         (f"cluster.layout.{name}", getattr(profile.cluster.layout, name).replicas_write)
         for name in COMPONENTS
     ]:
         if policy not in (None, "spread"):
-            raise ctx.error(
-                f"{where}.replicas_write",
-                policy,
-                "given with cluster.layout.writer: dcp, whose planner decides who writes "
-                "replicated state (dedup_save_plans: each replicated item to the rank with the "
-                "fewest bytes planned so far, which spreads it)",
-                "spread (the default), or cluster.layout.writer: megatron",
+            refusals.append(
+                DcpWriterRefusal(
+                    f"{where}.replicas_write",
+                    policy,
+                    "given with cluster.layout.writer: dcp, whose planner decides who writes "
+                    "replicated state (dedup_save_plans: each replicated item to the rank with "
+                    "the fewest bytes planned so far, which spreads it)",
+                    "spread (the default), or cluster.layout.writer: megatron",
+                )
             )
     if par.zero_stage not in DCP_WRITER_STATE:
-        raise ctx.error(
-            "cluster.parallelism.zero_stage",
-            par.zero_stage,
-            "has no DCP state layout under cluster.layout.writer: dcp",
-            "3 (FSDP, every tensor Shard(0)) or 0 (replicated)",
+        refusals.append(
+            DcpWriterRefusal(
+                "cluster.parallelism.zero_stage",
+                par.zero_stage,
+                "has no DCP state layout under cluster.layout.writer: dcp",
+                "3 (FSDP, every tensor Shard(0)) or 0 (replicated)",
+            )
         )
     counted = count_parameters(model.architecture)
     if model.parameters is not None and model.parameters != counted:
-        raise ctx.error(
-            "model.parameters",
-            model.parameters,
-            f"differs from the {counted:,} the architecture counts; writer dcp plans the "
-            "architecture's own tensors",
-            f"omitted, or {counted}",
+        refusals.append(
+            DcpWriterRefusal(
+                "model.parameters",
+                model.parameters,
+                f"differs from the {counted:,} the architecture counts; writer dcp plans the "
+                "architecture's own tensors",
+                f"omitted, or {counted}",
+            )
         )
     if model.bytes_per_parameter not in (12, 14, 16):
-        raise ctx.error(
-            "model.bytes_per_parameter",
-            model.bytes_per_parameter,
-            "has no DCP state under cluster.layout.writer: dcp",
-            "12, 14 or 16",
+        refusals.append(
+            DcpWriterRefusal(
+                "model.bytes_per_parameter",
+                model.bytes_per_parameter,
+                "has no DCP state under cluster.layout.writer: dcp",
+                "12, 14 or 16",
+            )
         )
+    return tuple(refusals)
