@@ -1,5 +1,6 @@
-"""The suite's own tests in two tiers (README, "Testing"): ``-m "not beds"`` is the fast tier,
-``-m beds`` the bed tier; together they are every test, and each bed test names its beds."""
+"""The suite's own tests in two tiers (README, "Testing"): ``-m "not beds and not slow"`` is the
+fast tier, ``-m "beds or slow"`` the bed tier; together they are every test, each bed test
+names its beds, and no checklist test is ``slow`` (the fast tier runs the whole checklist)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,21 @@ def test_the_bed_tier_is_tests_beds_and_every_bed_test_names_its_beds(tmp_path: 
         n for n in beds if n.startswith("tests/beds/test_slurm_ceph.py::")
     }
     assert all({"fuse"} <= tests[n] for n in beds if n.startswith("tests/beds/test_faultfs.py::"))
+    slow = {nodeid for nodeid, names in tests.items() if "slow" in names} - beds
+    fast = tests.keys() - beds - slow
+    assert slow and len(slow) < 0.02 * len(fast), sorted(slow)  # a few, named in the README
+
+
+def test_no_checklist_test_is_marked_slow() -> None:
+    """The fast tier leaves out ``slow`` tests: a checklist module marked so would leave its
+    items out of the fast tier's run (they would report as not run, and the tier's verdict
+    would not be the whole checklist's)."""
+    marked = [
+        path.name
+        for path in sorted((ROOT / "ckptgate" / "acceptance").glob("test_*.py"))
+        if "mark.slow" in path.read_text(encoding="utf-8")
+    ]
+    assert marked == []
 
 
 def test_a_missing_bed_skips_with_its_reason_and_fails_where_ci_requires_it(

@@ -14,7 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.s3server import S3Server
+
+pytestmark = pytest.mark.slow  # the whole checklist on moto: about 4 minutes on 2 cores
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "ckpt"

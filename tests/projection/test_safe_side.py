@@ -12,6 +12,8 @@ from tests.projection.seeded_curves import MULTIPLES, measure, projected_lower
 
 pytest.importorskip("scipy")
 
+pytestmark = pytest.mark.slow  # 20 seeded sweeps, each projected with 100 resamples: 100 s
+
 
 def test_the_band_stays_safe_and_a_measured_plateau_bounds_it():
     tally = measure(projected_lower(True, resamples=100), trials=20)
