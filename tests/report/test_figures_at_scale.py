@@ -29,6 +29,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 SCALES = (2, 64, 2048)
+AT_EACH_SCALE = pytest.mark.parametrize("ranks", SCALES, ids=lambda r: f"ranks={r}")
+NO_CHROMIUM = "no chromium: apt-get install chromium"
+IN_A_BROWSER = pytest.mark.skipif(chromium() is None, reason=NO_CHROMIUM)
 MIN_PLOT_FRACTION = 0.4
 """The plot areas' share of a figure's area at least (the collapsed bandwidth figure had 0.19
 at 64 ranks and none at 2,048)."""
@@ -63,12 +66,12 @@ def pages() -> dict[int, tuple[str, list[str]]]:
     return out
 
 
-@pytest.mark.parametrize("ranks", SCALES, ids=lambda r: f"ranks={r}")
+@AT_EACH_SCALE
 def test_rendering_raises_no_warning(pages: dict[int, tuple[str, list[str]]], ranks: int) -> None:
     assert pages[ranks][1] == []
 
 
-@pytest.mark.parametrize("ranks", SCALES, ids=lambda r: f"ranks={r}")
+@AT_EACH_SCALE
 def test_every_figure_is_mostly_plot(pages: dict[int, tuple[str, list[str]]], ranks: int) -> None:
     drawn = figures_of(pages[ranks][0])
     assert len(drawn) == FIGURES, sorted(drawn)
@@ -79,7 +82,7 @@ def test_every_figure_is_mostly_plot(pages: dict[int, tuple[str, list[str]]], ra
         assert shape.xticks <= MAX_XTICKS_PER_AXES * len(shape.plot_areas), (name, shape)
 
 
-@pytest.mark.parametrize("ranks", SCALES, ids=lambda r: f"ranks={r}")
+@AT_EACH_SCALE
 def test_the_bandwidth_legend_names_runs_not_nodes(
     pages: dict[int, tuple[str, list[str]]], ranks: int
 ) -> None:
@@ -98,8 +101,8 @@ def test_the_bandwidth_figure_does_not_grow_with_the_nodes(
     assert sizes[2048] < 1.5 * sizes[64], sizes
 
 
-@pytest.mark.skipif(chromium() is None, reason="no chromium: apt-get install chromium")
-@pytest.mark.parametrize("ranks", SCALES, ids=lambda r: f"ranks={r}")
+@IN_A_BROWSER
+@AT_EACH_SCALE
 def test_a_headless_browser_draws_every_figure_mostly_plot(
     pages: dict[int, tuple[str, list[str]]], ranks: int, tmp_path: Path
 ) -> None:
@@ -110,8 +113,8 @@ def test_a_headless_browser_draws_every_figure_mostly_plot(
         assert plot_fraction >= MIN_PLOT_FRACTION, (name, plot_fraction)
 
 
-@pytest.mark.skipif(chromium() is None, reason="no chromium: apt-get install chromium")
-@pytest.mark.parametrize("ranks", SCALES, ids=lambda r: f"ranks={r}")
+@IN_A_BROWSER
+@AT_EACH_SCALE
 def test_no_figure_cuts_off_a_text_at_its_edge(
     pages: dict[int, tuple[str, list[str]]], ranks: int, tmp_path: Path
 ) -> None:
