@@ -250,16 +250,15 @@ def manifests(count: int, ranks: int, root: str) -> dict[str, PartResult]:
 
 def template_report(root: str) -> dict[str, Any]:
     """A real run's JSON report: ``ckptgate run --profile=tmpfs`` on ``root``, once."""
-    path = os.path.join(tempfile.mkdtemp(prefix="ckptgate-scale-report-", dir=root), "r.json")
-    command = [sys.executable, "-m", "ckptgate", "run", "--profile=tmpfs", f"--target={root}"]
-    command += [f"--report-json={path}", "-q", "-p", "no:cacheprovider"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    if not os.path.exists(path):
-        raise RuntimeError(f"the template run wrote no report: {done.stdout[-400:]}")
-    with open(path, encoding="utf-8") as handle:
-        data: dict[str, Any] = json.load(handle)
-    os.remove(path)
-    os.rmdir(os.path.dirname(path))
+    with tempfile.TemporaryDirectory(prefix="ckptgate-scale-report-", dir=root) as folder:
+        path = os.path.join(folder, "r.json")
+        command = [sys.executable, "-m", "ckptgate", "run", "--profile=tmpfs", f"--target={root}"]
+        command += [f"--report-json={path}", "-q", "-p", "no:cacheprovider"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+        if not os.path.exists(path):
+            raise RuntimeError(f"the template run wrote no report: {done.stdout[-400:]}")
+        with open(path, encoding="utf-8") as handle:
+            data: dict[str, Any] = json.load(handle)
     return data
 
 
