@@ -156,6 +156,7 @@ def _facts(report: SavedReport) -> str:
         ("host (node 0)", report.hostname),
         ("started", report.started_at),
         ("suite", f"ckptgate {report.ckptgate_version}"),
+        *(("profile's default", note) for note in report.profile_notes),
     ]  # fmt: skip
     return table(("run", ""), [(k, "" if v is None else str(v)) for k, v in rows])
 

@@ -365,6 +365,8 @@ class SavedReport:
     started_at: str | None = None
     nodes: int | None = None
     ranks: int | None = None
+    profile_notes: tuple[str, ...] = ()
+    """What the run said about a choice the profile left to a default (the header's lines)."""
     sizing: dict[str, Any] = field(default_factory=dict)
     """The sizing's numbers by name, and ``requirements`` (each with its ``unit``)."""
     write: BurstSection | None = None

@@ -11,6 +11,7 @@ from ckptgate.sizing.profile import SHIPPED_PROFILES, ProfileError, load_profile
 from ckptgate.sizing.requirements import derive, sweep
 from ckptgate.sizing.table import render, render_sweep
 from ckptgate.sizing.units import UnitError
+from ckptgate.sizing.writer_default import profile_notes
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sizing: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(sizing.to_json(), indent=2))
+        print(json.dumps({**sizing.to_json(), "profile_notes": profile_notes(profile)}, indent=2))
     elif args.sweep:
         print(render_sweep(profile, sizing, sweep(profile)))
     else:

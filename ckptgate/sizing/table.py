@@ -19,6 +19,7 @@ from ckptgate.sizing.units import (
     format_seconds,
     plural,
 )
+from ckptgate.sizing.writer_default import profile_notes
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -57,6 +58,7 @@ def profile_header(profile: Profile, sizing: Sizing) -> str:
     if basis is not None:
         replay = profile.checkpoint.replay
         lines.append(f"checkpoint.replay {replay}: the run plays that tree's own files; {basis}")
+    lines += profile_notes(profile)
     return "\n".join(lines)
 
 

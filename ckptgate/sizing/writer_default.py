@@ -56,3 +56,12 @@ def writer_default_note(profile: Profile, given: Collection[str]) -> str | None:
         f"{head}; set {WRITER_KEY}: dcp for DCP's own layout (its planner over "
         "model.architecture's tensors, rank by rank and file by file)"
     )
+
+
+def profile_notes(profile: Profile) -> list[str]:
+    """What ckptgate says about a choice the profile left to a default: in a run's header
+    (each line after ``ckptgate: ``) and JSON report (``profile_notes``), and in the sizing's
+    header and JSON. Today one: the writer a profile that DCP saves gets without
+    ``WRITER_KEY`` (``writer_default_note``)."""
+    note = writer_default_note(profile, profile.given_keys)
+    return [] if note is None else [note]

@@ -97,3 +97,15 @@ def test_a_headless_browser_loads_the_page_and_draws_every_figure(tmp_path: Path
     shot = tmp_path / "report.png"
     result = browser(report, f"--screenshot={shot}")
     assert result.returncode == 0 and shot.stat().st_size > 10_000, result.stderr[-2000:]
+
+
+def test_the_writer_a_dcp_profile_gets_is_in_the_run_table() -> None:
+    """Issue 35 item 3 in the HTML: the report's profile_notes (the header's line on the
+    writer a DCP profile got by default) is a row of the run's table; none, no row."""
+    data = saved_run()
+    note = "writer: megatron (the default): the burst is laid out as Megatron's, though x"
+    data["profile_notes"] = [note]
+    page = render_report(load_saved(data, "run.json"))
+    assert f"<td>profile&#x27;s default</td><td>{note.replace(chr(39), '&#x27;')}</td>" in page
+    del data["profile_notes"]
+    assert "profile&#x27;s default" not in render_report(load_saved(data, "run.json"))

@@ -107,3 +107,19 @@ def test_a_replay_says_which_requirements_it_is_judged_by(tmp_path):
     line = next(ln for ln in result.stdout.splitlines() if ln.startswith("checkpoint.replay"))
     assert "replayed bytes / interval x headroom" in line and "is the profile's" in line
     assert "checkpoint.replay" not in run_cli("tmpfs").stdout
+
+
+def test_the_writer_a_dcp_profile_gets_is_said_in_the_table_and_the_json():
+    """Issue 35 item 3 in the sizing's own output: tmpfs saves with DCP (its dcp: section) and
+    gives no cluster.layout.writer, so the table's header and --json say which layout it gets;
+    405b (no dcp: section) says nothing of it."""
+    table = run_cli("tmpfs")
+    assert table.returncode == 0, table.stderr
+    header = table.stdout.split("\n\n")[0].splitlines()
+    told = [line for line in header if "cluster.layout.writer" in line]
+    assert len(told) == 1 and told[0].startswith("writer: megatron (the default): "), header
+    data = json.loads(run_cli("tmpfs", "--json").stdout)
+    assert data["profile_notes"] == told
+    plain = run_cli("405b", "--json")
+    assert json.loads(plain.stdout)["profile_notes"] == []
+    assert "cluster.layout.writer" not in run_cli("405b").stdout
