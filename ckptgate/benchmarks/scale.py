@@ -256,7 +256,8 @@ def template_report(root: str) -> dict[str, Any]:
         command += [f"--report-json={path}", "-q", "-p", "no:cacheprovider"]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
         if not os.path.exists(path):
-            raise RuntimeError(f"the template run wrote no report: {done.stdout[-400:]}")
+            said = (done.stdout[-400:] + done.stderr[-400:]).strip()
+            raise RuntimeError(f"the template run wrote no report: {said}")
         with open(path, encoding="utf-8") as handle:
             data: dict[str, Any] = json.load(handle)
     return data

@@ -127,14 +127,16 @@ def test_node_0_unpickles_a_gather_with_the_cyclic_collector_paused_and_restores
 
 
 def test_a_template_run_that_writes_no_report_leaves_nothing_in_the_target(tmp_path, monkeypatch):
-    """The template run failed (no report written): the error says so and the folder the
-    harness made for the report is gone, so the target holds only what was there before."""
+    """The template run failed (no report written): the error says so with what the run said
+    (its ERROR line is on stderr), and the folder the harness made for the report is gone, so
+    the target holds only what was there before."""
     (tmp_path / "theirs").write_text("kept")
 
     def no_report(command, **_):
-        return subprocess.CompletedProcess(command, 1, stdout="the run failed", stderr="")
+        return subprocess.CompletedProcess(command, 1, stdout="", stderr="ERROR: another run\n")
 
     monkeypatch.setattr(scale.subprocess, "run", no_report)
-    with pytest.raises(RuntimeError, match="the template run wrote no report: the run failed"):
+    told = r"the template run wrote no report: ERROR: another run$"
+    with pytest.raises(RuntimeError, match=told):
         scale.template_report(str(tmp_path))
     assert sorted(path.name for path in tmp_path.iterdir()) == ["theirs"]
