@@ -35,6 +35,10 @@ FAULT_RUN = ["--set", "run.rounds=50", "--set", "run.stall_timeout_s=30", "--acc
 """The write burst alone is a trial (items not run): ``--accept=trial`` lets one that passed
 exit 0."""
 WRITE_BURST = "ckptgate.acceptance.test_write_burst"
+STALLED = r"no progress for 30 s in |the target is hung: \S+ \S+ did not return within 30 s"
+"""How a run names a stall at ``FAULT_RUN``'s timeout: a rank's stall watch, in a measured
+phase, or node 0's own bounded call on the target between phases (a manifest append, a
+removal; seen in CI when an MDS stopped as round 2 was being prepared)."""
 
 
 def suite(target: str, *args: str) -> list[str]:
@@ -96,6 +100,11 @@ def wait_for_step(job: subprocess.Popen[str], found: Callable[[], bool], what: s
             job.kill()
             pytest.fail(f"the run never reached {what} (exit status {job.wait(30)})")
         time.sleep(0.2)
+
+
+def named_stall(out: str) -> None:
+    """The run's output names a stall at the stall timeout (``STALLED``)."""
+    assert re.search(STALLED, out), out[-4000:]
 
 
 def ends(job: subprocess.Popen[str], log: Path) -> tuple[int, str]:
