@@ -75,7 +75,8 @@ class ManifestError(Exception):
 
 class ManifestDamaged(ManifestError):
     """A manifest whose bytes are not what the run wrote (a line that is not JSON before its
-    last, NUL bytes where an OSD's loss left zeros): the storage's failure, not the user's."""
+    last, NUL bytes where an OSD's loss left zeros), or that the storage fails to return (EIO,
+    ENXIO where its only chunk died): the storage's failure, not the user's."""
 
 
 @dataclass(frozen=True)
@@ -443,8 +444,10 @@ def read_manifest(path: str) -> Manifest:
             return parse_manifest(path, handle.readlines())
     except FileNotFoundError:
         raise ManifestError(f"{path}: no such manifest") from None
-    except OSError as error:
+    except (PermissionError, IsADirectoryError) as error:  # the user's: who runs it, or where
         raise ManifestError(f"{path}: cannot read ({error.strerror})") from None
+    except OSError as error:  # EIO, ENXIO, ENOTCONN: the storage did not give it back
+        raise ManifestDamaged(f"{path}: cannot read ({error.strerror})") from None
 
 
 def read_run_manifests(run_dir: str) -> tuple[list[Manifest], list[str]]:

@@ -366,6 +366,37 @@ def test_a_manifest_the_storage_zeroed_fails_verify_in_one_line(
     assert "nothing in it can be vouched for" in out
 
 
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [(errno.EIO, 1), (errno.ENXIO, 1), (errno.ENOTCONN, 1), (errno.EACCES, 2)],
+)
+def test_a_manifest_the_storage_cannot_return_is_a_failure_and_one_the_user_cannot_read_is_not(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    error: int,
+    code: int,
+) -> None:
+    run_dir = _dead_run(tmp_path)
+    part = str(run_dir / manifest_name(0))
+    real_open = open
+
+    def failing_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path) == part:
+            raise OSError(error, os.strerror(error), path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", failing_open)
+    assert main(["verify", str(run_dir)]) == code
+    out, err = capsys.readouterr()
+    said = f"{part}: cannot read ({os.strerror(error)})"
+    if code == 1:  # the storage's: verify FAILED, nothing vouched for
+        assert f"ckptgate verify {run_dir}: FAILED: {said}" in out
+        assert "nothing in it can be vouched for" in out
+    else:  # the user's (permissions): a usage error, one line
+        assert said in err and err.count("\n") == 1
+
+
 def test_a_line_that_is_not_json_before_the_last_is_damage(tmp_path: Path) -> None:
     run_dir = _dead_run(tmp_path)
     part = run_dir / manifest_name(0)
