@@ -15,9 +15,11 @@ only the storage I/O made small:
   drained, ``Liveness.silent`` over all of them);
 - ``manifests``: N manifest parts written by ``ManifestWriter`` (the ranks' files listed), then
   ``ckptgate verify`` and ``ckptgate clean`` of that run directory (tiny files on ``--target``);
-- ``report``: a real run's JSON report (``ckptgate run --profile=tmpfs``, made once) with every
-  burst's records made N nodes' worth, written as JSON, CSV and HTML by the report's writers,
-  and ``ckptgate compare`` of it with itself.
+- ``report``: node 0's end of a run with ``--report-json``, ``--report-csv`` and
+  ``--report-html``: a real run's JSON report (``ckptgate run --profile=tmpfs``, made once) with
+  every burst's records made N nodes' worth, as a ``GateReport``, through the run's own
+  ``write_outputs`` and the terminal's latency lines;
+- ``compare``: ``ckptgate compare`` of that JSON with itself.
 
 For each N it prints node 0's seconds (the peers' value building excluded), its peak Python
 memory (tracemalloc, in a second pass so the timing pays no tracing), the messages and bytes it
@@ -54,6 +56,7 @@ from ckptgate.benchmarks.coordination import (
 from ckptgate.benchmarks.simnodes import ANY_SOURCE, Counts, SimComm, SimStatus
 from ckptgate.cluster.heartbeat import HEARTBEAT_TAG, Heartbeat
 from ckptgate.cluster.nodes import MpiNodes
+from ckptgate.report.gate import GateReport
 
 NODE_COUNTS = (4, 16, 64, 256, 1024, 4096, 16384)
 FIT_FROM_NODES = 64
@@ -298,36 +301,52 @@ def scaled_report(template: dict[str, Any], count: int, ranks: int) -> dict[str,
     return data
 
 
-def report_files(
-    template: dict[str, Any], count: int, ranks: int, root: str, browser: bool = False
-) -> PartResult:
-    """The report's JSON, CSV and HTML of ``count`` nodes, and ``compare`` of it with itself
-    (``browser``: and the HTML's opening in headless Chromium, ``pageload``)."""
-    from ckptgate.report.compare import load_runs, render_text
-    from ckptgate.report.csvfiles import write_csv
-    from ckptgate.report.gate import write_report_json
-    from ckptgate.report.html import write_html
+def gate_report(data: dict[str, Any]) -> GateReport:
+    """A run's ``GateReport`` holding ``data``: its items read back through the schema, every
+    other key as it is (the verdict is decided again from those items, as the run decides it)."""
     from ckptgate.report.schema import load_saved
 
-    data = scaled_report(template, count, ranks)
+    items = list(load_saved(data, "the scaled report").items)
+    not_measured = dict(data.get("not_measured", {}))
+    meta = {k: v for k, v in data.items() if k not in ("verdict", "items", "not_measured")}
+    return GateReport(meta=meta, items=items, not_measured=not_measured)
+
+
+def report_files(
+    template: dict[str, Any], count: int, ranks: int, root: str, browser: bool = False
+) -> dict[str, PartResult]:
+    """Node 0's end of a run of ``count`` nodes with every report file asked for: the real
+    ``write_outputs`` (JSON, CSV, HTML) and the terminal's latency lines, on a ``GateReport``
+    of the scaled records (``report``); then ``compare`` of the JSON with itself (``compare``;
+    ``browser``: and the HTML's opening in headless Chromium, ``pageload``)."""
+    from ckptgate.report.compare import load_runs, render_text
+    from ckptgate.report.outputs import write_outputs
+
+    report = gate_report(scaled_report(template, count, ranks))
     out = tempfile.mkdtemp(prefix="ckptgate-scale-files-", dir=root)
     paths = {name: os.path.join(out, f"report.{name}") for name in ("json", "csv", "html")}
 
-    def write() -> None:
-        write_report_json(data, paths["json"])
-        saved = load_saved(data, paths["json"])
-        write_csv(saved, paths["csv"])
-        write_html(saved, paths["html"], source=paths["json"])
+    def end_of_run() -> None:
+        problems = write_outputs(
+            report, json_path=paths["json"], csv_path=paths["csv"], html_path=paths["html"]
+        )
+        if problems:
+            raise RuntimeError("; ".join(problems))
+        report.latency_lines()
+
+    def compare() -> None:
         render_text(load_runs([paths["json"], paths["json"]]))
 
-    seconds, peak = _timed(write), _peak(write)
-    open_s = pageload.open_seconds(paths["html"]) if browser else None
-    files = {}
-    for name in sorted(os.listdir(out)):
-        files[name] = os.path.getsize(os.path.join(out, name))
-        os.remove(os.path.join(out, name))
-    os.rmdir(out)
-    return PartResult(seconds, Counts(), peak, files, open_s)
+    try:
+        seconds, peak = _timed(end_of_run), _peak(end_of_run)
+        open_s = pageload.open_seconds(paths["html"]) if browser else None
+        files = {name: os.path.getsize(os.path.join(out, name)) for name in sorted(os.listdir(out))}
+        compared = PartResult(_timed(compare), Counts(), _peak(compare))
+    finally:
+        for name in os.listdir(out):
+            os.remove(os.path.join(out, name))
+        os.rmdir(out)
+    return {"report": PartResult(seconds, Counts(), peak, files, open_s), "compare": compared}
 
 
 def run_count(
@@ -346,7 +365,7 @@ def run_count(
         return results
     results.update(manifests(count, ranks, root))
     if template is not None:
-        results["report"] = report_files(template, count, ranks, root, browser)
+        results.update(report_files(template, count, ranks, root, browser))
     return results
 
 

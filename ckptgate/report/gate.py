@@ -14,13 +14,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptgate.report.items import Item, format_margin, format_value, judge
-from ckptgate.report.schema import SCHEMA_KEY, SCHEMA_VERSION, load_saved
+from ckptgate.report.schema import SCHEMA_KEY, SCHEMA_VERSION, transfer_latency
 from ckptgate.report.text import columns
 from ckptgate.report.verdict import RunScale, Verdict, decide
 from ckptgate.sizing.as_run import ProfileAsRun
 from ckptgate.sizing.checklist import sort_key
 
-__all__ = ["GateReport", "Item", "judge"]
+__all__ = [
+    "GateReport",
+    "Item",
+    "json_text",
+    "judge",
+    "plain",
+    "write_json_text",
+    "write_report_json",
+]
 
 
 @dataclass
@@ -81,19 +89,23 @@ class GateReport:
     def json_data(self) -> dict[str, Any]:
         """The report as the JSON file holds it (plain values only), which the CSV and HTML
         outputs render, so that a saved file re-rendered later says the same."""
-        return json.loads(json.dumps(self.to_json(), default=_json_default))
+        return plain(self.to_json())
 
     def write_json(self, path: str) -> None:
         write_report_json(self.to_json(), path)
 
     def latency_lines(self) -> list[str]:
         """One line per burst section that timed its transfers: p50, p99 and max per
-        operation (``transfer_latency_s``), for the terminal beside the table."""
-        saved = load_saved(self.json_data(), "the run's report")
+        operation (``transfer_latency_s``), for the terminal beside the table. Reads only
+        those summaries, through the schema: never the ranks' records (a run of 16,384 ranks
+        holds 65,536 of them), which a whole-report read would convert for nothing."""
         lines = []
-        for name, section in (("write", saved.write), ("read", saved.read),
-                              ("reshard", saved.reshard)):  # fmt: skip
-            for op, stats in (section.transfer_latency_s if section else {}).items():
+        for name in ("write", "read", "reshard"):
+            raw = self.sections.get(name)
+            if not isinstance(raw, dict) or not raw.get("transfer_latency_s"):
+                continue
+            latency = plain(raw["transfer_latency_s"])
+            for op, stats in transfer_latency(latency, f"{name}.transfer_latency_s").items():
                 values = " / ".join(format_value(seconds, "s") for _, seconds in stats.marks_s())
                 lines.append(
                     f"per-transfer latency, {name} burst: {op} p50 / p99 / max {values} "
@@ -148,13 +160,27 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def write_report_json(data: dict[str, Any], path: str) -> None:
-    """The JSON report file, compact (no indentation; ``jq .`` shows it indented): a run of
+def plain(data: Any) -> Any:
+    """``data`` with plain JSON values only, as the JSON file would give it back."""
+    return json.loads(json.dumps(data, default=_json_default))
+
+
+def json_text(data: dict[str, Any]) -> str:
+    """The JSON report's text, compact (no indentation; ``jq .`` shows it indented): a run of
     16,384 ranks writes every rank's record of every burst, and two-space indentation made
-    the file a third whitespace (``ckptgate bench scale``). One ``json.dumps``, then one write:
-    ``json.dump`` to a file encodes in Python, ``dumps`` in the C encoder (about a fifth of the
-    time for 65,536 records; the text is the file's size in memory, tens of MB)."""
-    text = json.dumps(data, separators=(",", ":"), default=_json_default)
+    the file a third whitespace (``ckptgate bench scale``). One ``json.dumps``: ``json.dump``
+    to a file encodes in Python, ``dumps`` in the C encoder (about a fifth of the time for
+    65,536 records; the text is the file's size in memory, tens of MB)."""
+    return json.dumps(data, separators=(",", ":"), default=_json_default)
+
+
+def write_report_json(data: dict[str, Any], path: str) -> None:
+    """The JSON report file of ``data`` (``json_text``)."""
+    write_json_text(json_text(data), path)
+
+
+def write_json_text(text: str, path: str) -> None:
+    """The JSON report file of ``json_text``'s ``text``: one write, a newline at its end."""
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
         handle.write("\n")

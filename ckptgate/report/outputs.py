@@ -9,10 +9,12 @@ and the run's verdict and exit status stand.
 
 from __future__ import annotations
 
+import functools
+import json
 import warnings
 from collections.abc import Callable
 
-from ckptgate.report.gate import GateReport
+from ckptgate.report.gate import GateReport, json_text, write_json_text
 from ckptgate.report.schema import SavedReport, load_saved
 
 
@@ -26,17 +28,20 @@ def write_outputs(
     """Write each report file asked for; return one line per file that failed or warned. CSV
     and HTML render the same plain JSON object that the JSON file holds, read through the same
     schema as ``ckptgate report`` reads a saved file, so a saved JSON re-rendered later says
-    the same."""
+    the same. The report is encoded once and read back once, whichever files are asked for."""
     problems: list[str] = []
-    if json_path:
-        problems += _guarded("--report-json", json_path, lambda: report.write_json(json_path))
-    if not (csv_path or html_path):
-        return problems
-    data = report.json_data()
-    source = json_path or ""
 
+    @functools.cache
+    def text() -> str:  # made once for every file: a run of 16,384 ranks makes tens of MB,
+        return json_text(report.to_json())  # seconds to encode, to parse, to read back
+
+    @functools.cache
     def saved() -> SavedReport:
-        return load_saved(data, json_path or "the run's report")
+        return load_saved(json.loads(text()), json_path or "the run's report")
+
+    if json_path:
+        problems += _guarded("--report-json", json_path, lambda: write_json_text(text(), json_path))
+    source = json_path or ""
 
     if csv_path:
         from ckptgate.report.csvfiles import write_csv

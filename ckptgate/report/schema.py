@@ -411,6 +411,13 @@ def load_saved(data: Any, source: str) -> SavedReport:
     return dataclasses.replace(report, data=data)
 
 
+def transfer_latency(raw: Any, path: str) -> dict[str, LatencyStats]:
+    """A burst's ``transfer_latency_s`` (a mapping of operation to summary, plain JSON) alone,
+    as ``BurstSection.transfer_latency_s``: errors name ``path``."""
+    section = _build(BurstSection, {"transfer_latency_s": raw}, path.rsplit(".", 1)[0], "")
+    return section.transfer_latency_s
+
+
 def sweep_row(raw: Any, source: str) -> SweepRow:
     """One row of ``ckptgate.sizing.sweep`` (a mapping) as a ``SweepRow``."""
     return _build(SweepRow, raw, "sweep.rows", source)
