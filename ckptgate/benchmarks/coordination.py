@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ckptgate.cluster.nodes import MpiNodes, Nodes, pool_gate, run_everywhere
 from ckptgate.engine.latency import LatencyHistogram
 from ckptgate.engine.records import BurstResult, RankRecord, merge_nodes
@@ -65,10 +67,15 @@ def _write_detail(global_rank: int) -> WriteDetail:
     )
 
 
+WRITE_TRANSFERS_NS = 2_000_000 + 37_000 * (np.arange(420, dtype=np.int64) % 97)
+"""A rank's write-transfer latencies as a 405b burst times them (a few hundred transfers):
+made once, since every simulated rank of every node fills its histogram from them."""
+
+
 def write_histogram() -> LatencyHistogram:
-    """A rank's write-transfer histogram as a 405b burst fills it (a few hundred transfers)."""
+    """A rank's write-transfer histogram as a 405b burst fills it (``WRITE_TRANSFERS_NS``)."""
     histogram = LatencyHistogram()
-    histogram.add_ns([2_000_000 + 37_000 * (i % 97) for i in range(420)])
+    histogram.add_ns(WRITE_TRANSFERS_NS)
     return histogram
 
 
