@@ -29,7 +29,7 @@ from ckptgate.dcp.driver import DcpConfig, DcpResult, run_dcp
 from ckptgate.dcp.ranks import DcpRankFailure, DcpRanks
 from ckptgate.dcp.records import DcpStep
 from ckptgate.engine.sampler import NodeProgress, ProgressSampler
-from tests.dcp.rank_steps import step_die_on, step_hang_on
+from tests.dcp.rank_steps import step_die_on, step_hang_on, step_ready
 
 # 20.5M parameters: big enough that DCP's fixed costs (the .metadata pickle, torch.save framing
 # per tensor, ~0.7 MB here) stay near 0.03 bytes per parameter, small enough for 2 cores.
@@ -208,11 +208,13 @@ def test_a_rank_that_dies_is_named_and_its_peers_stopped(doomed: DcpRanks) -> No
 
 def test_a_rank_that_hangs_is_named_at_the_deadline(doomed: DcpRanks) -> None:
     """The step's deadline bounds it: rank 1 never returns and is named hung, in its step.
-    The ranks restarted after the previous test's failure join a new group first."""
+    The ranks restarted after the previous test's failure join a new group first, in a step
+    of their own (the restart's torch import is not what the deadline times)."""
+    doomed.run(step_ready, timeout_s=120)
     with pytest.raises(
-        DcpRankFailure, match=r"DCP rank 1: did not finish within 20 s \(in hang_on"
+        DcpRankFailure, match=r"DCP rank 1: did not finish within 5 s \(in hang_on"
     ) as failed:
-        doomed.run(step_hang_on, timeout_s=20, rank=1)
+        doomed.run(step_hang_on, timeout_s=5, rank=1)
     assert 1 in failed.value.hung
 
 
