@@ -28,8 +28,9 @@ that per-rank and per-file bytes come from DCP's rules, not from an even split:
    (``_item_size``: ``tensor_data.size``); bucket i is ``__{rank}_{i}.distcp``.
 4. Bytes. Each tensor item is one ``torch.save`` in the file: its data plus
    TORCH_SAVE_FRAMING_BYTES less the data's bytes mod 64 (the zip record's 64-byte alignment
-   absorbs the tail); each BYTE_IO item is a ``torch.save`` of the object (BYTE_ENTRY_BYTES
-   for a scalar, more for the list of parameter names). Both measured on torch 2.13 by
+   absorbs the tail; an empty chunk EMPTY_TENSOR_SAVE_BYTES); each BYTE_IO item is a
+   ``torch.save`` of the object (BYTE_ENTRY_BYTES for a scalar, more for the list of parameter
+   names). Both measured on torch 2.13 by
    tests/dcp/test_plan_fidelity.py.
 
 Layouts: ``fsdp`` (every tensor a ``Shard(0)`` DTensor over W ranks, FSDP2's placement) and
@@ -62,6 +63,12 @@ entry (12 per param group), which the .metadata and the files both carry."""
 TORCH_SAVE_FRAMING_BYTES = 1577
 """Bytes ``torch.save`` adds to a tensor whose data is a multiple of 64 B (zip records, the
 pickle, the alignment padding); measured on torch 2.13 by tests/dcp/test_plan_fidelity.py."""
+
+EMPTY_TENSOR_SAVE_BYTES = 1513
+"""Bytes of ``torch.save`` of a tensor with no data (an empty ``Shard(0)`` chunk: torch.chunk
+leaves the last ranks none where W x ceil(rows / W) passes the rows, e.g. 16 key rows on 5 or 7
+ranks): the zip writes no data record to align, 64 B less than a tensor with data; measured on
+torch 2.13 by tests/dcp/test_plan_fidelity.py."""
 
 BYTE_ENTRY_BYTES = 1261
 """Bytes of ``torch.save`` of a small non-tensor object (a float, tuple, bool or None):
@@ -133,7 +140,10 @@ def state_order(fqns: Sequence[str], bytes_per_parameter: int) -> list[tuple[str
 
 
 def torch_save_bytes(data_bytes: int) -> int:
-    """Bytes one tensor's ``torch.save`` takes in a DCP file: data + 1,577 B - data mod 64."""
+    """Bytes one tensor's ``torch.save`` takes in a DCP file: data + 1,577 B - data mod 64;
+    EMPTY_TENSOR_SAVE_BYTES for no data."""
+    if data_bytes == 0:
+        return EMPTY_TENSOR_SAVE_BYTES
     return data_bytes + TORCH_SAVE_FRAMING_BYTES - data_bytes % 64
 
 

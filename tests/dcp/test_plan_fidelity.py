@@ -119,11 +119,13 @@ def test_an_even_split_misses_the_replicated_and_bucketed_layout(saves: Saved) -
 
 def test_torch_save_framing_is_what_the_model_counts() -> None:
     """The framing constants, measured: a tensor's torch.save is data + 1,577 B - data mod 64
-    (every dtype and shape here), a small object's 1,261 B."""
+    (every dtype and shape here), an empty one's (a short chunk's last ranks) 1,513 B, a small
+    object's 1,261 B."""
     import torch
 
     for numel, dtype in [(1, torch.float32), (10, torch.bfloat16), (100, torch.float32),
-                         (4096, torch.bfloat16), (12345, torch.float32)]:  # fmt: skip
+                         (4096, torch.bfloat16), (12345, torch.float32), (0, torch.float32),
+                         (0, torch.bfloat16)]:  # fmt: skip
         buffer = io.BytesIO()
         torch.save(torch.zeros(numel, dtype=dtype), buffer)
         assert len(buffer.getvalue()) == torch_save_bytes(numel * dtype.itemsize), (numel, dtype)
