@@ -16,7 +16,9 @@ Those are a few bytes per parameter tensor, not per parameter, and land in the o
 The parameter count follows SPEC.md's rule: token embedding and a separate output head
 (vocab x hidden each), per layer Q and O (hidden x hidden), K and V with grouped-query heads
 (kv_heads * head_dim x hidden each), a gated MLP w1/w2/w3 (3 x hidden x ffn), and the norms
-(two per layer plus the final one).
+(two per layer plus the final one). A tied head (``tied_embeddings``) is the embedding's
+parameter: its optimizer state is held once, and the model's state lists its weight again under
+``output.weight`` with the embedding's values, as a real tied model's ``get_state_dict`` does.
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import astuple, dataclass, fields
+from dataclasses import MISSING, astuple, dataclass, fields
 from typing import Any
 
 import torch
 
 from ckptgate.sizing import Architecture
-from ckptgate.sizing.architecture import parameter_shapes
+from ckptgate.sizing.architecture import model_state_shapes, parameter_shapes, tied_source
 from ckptgate.sizing.dcp_plan import GROUP, state_kinds, state_order, state_path
 
 #: The optimizer step the synthetic state claims to be at.
@@ -67,16 +69,17 @@ def architecture_from(arch: Mapping[str, int | None] | Architecture) -> Architec
     optional), checked for what building real tensors needs: kv_heads divide heads (where
     heads do not divide hidden, Q is hidden x hidden: sizing.architecture.q_width)."""
     if not isinstance(arch, Architecture):
-        optional = {f.name for f in fields(Architecture) if f.default is None}
-        names = [f.name for f in fields(Architecture)]
+        optional = {f.name for f in fields(Architecture) if f.default is not MISSING}
+        names = [f.name for f in fields(Architecture) if f.name != "tied_embeddings"]
         missing = [name for name in names if name not in arch and name not in optional]
         if missing:
             raise ValueError(f"architecture: missing {missing}; got keys {sorted(arch)}")
         given: dict[str, Any] = {
             name: None if (value := arch.get(name)) is None else int(value) for name in names
         }
-        arch = Architecture(**given)
-    if min(v for v in astuple(arch) if v is not None) < 1:
+        arch = Architecture(**given, tied_embeddings=bool(arch.get("tied_embeddings", False)))
+    sizes = [v for v in astuple(arch) if v is not None and not isinstance(v, bool)]
+    if min(sizes) < 1:
         raise ValueError(f"architecture: every field must be >= 1, got {arch}")
     if arch.heads % arch.kv_heads:
         raise ValueError(
@@ -120,12 +123,21 @@ class TensorEntry:
 
 
 def tensor_entries(arch: Architecture, bytes_per_parameter: int) -> Iterator[TensorEntry]:
-    """Every sharded state tensor of the checkpoint (not the 0-dim steps)."""
+    """Every sharded state tensor of the checkpoint (not the 0-dim steps); a tied head's
+    model-state copy with its ``fqn`` the embedding's, whose values it holds."""
     kinds = state_kinds(bytes_per_parameter)
     for fqn, shape in parameter_shapes(arch).items():
         for kind in kinds:
             path = state_path(kind, fqn, bytes_per_parameter)
             yield TensorEntry(path, fqn, kind, shape, kind_dtype(kind))
+    params = parameter_shapes(arch)
+    for name, shape in model_state_shapes(arch).items():
+        if name in params:
+            continue
+        for kind in kinds:
+            path = state_path(kind, name, bytes_per_parameter)
+            if path[0] == "model":  # the model's weights only: no optimizer state of its own
+                yield TensorEntry(path, tied_source(arch, name), kind, shape, kind_dtype(kind))
 
 
 # Multiply-xorshift mixing on 32-bit values held in int64: every product stays below 2**63,
@@ -194,12 +206,14 @@ def get_path(state: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return node
 
 
-def state_skeleton(fqns: list[str], bytes_per_parameter: int) -> dict[str, Any]:
+def state_skeleton(
+    fqns: list[str], bytes_per_parameter: int, model_fqns: list[str] | None = None
+) -> dict[str, Any]:
     """The state's nested dicts with every leaf's key in place, in the order DCP flattens them
     (``sizing.dcp_plan.state_order``, which the layout model replays), each None until built: a
     dict keeps a key where it was first inserted, so filling the leaves in any order keeps it."""
     state: dict[str, Any] = {}
-    for kind, name in state_order(fqns, bytes_per_parameter):
+    for kind, name in state_order(fqns, bytes_per_parameter, model_fqns):
         if kind == GROUP:
             state["optim"].setdefault("param_groups", None)
         else:
@@ -255,7 +269,7 @@ def build_state(
     on torch 2.13 fails on shards that are views with a non-zero storage offset.
     """
     fqns = list(parameter_shapes(arch))
-    state = state_skeleton(fqns, bytes_per_parameter)
+    state = state_skeleton(fqns, bytes_per_parameter, list(model_state_shapes(arch)))
     for entry, local_shape, offset, placements in _local_blocks(
         arch, bytes_per_parameter, mesh, layout
     ):

@@ -14,6 +14,11 @@ The rule counts what a decoder-only transformer with untied embeddings holds:
 - per layer, two RMSNorm weight vectors (hidden each), and one final norm (hidden).
 
 No biases (Llama has none). Source: The Llama 3 Herd of Models (Meta, 2024), Table 3 shapes.
+
+``tied_embeddings``: the output head is the token embedding's weight (Llama 3.2 1B and 3B,
+Gemma): Ψ counts it once, and the optimizer holds its state once; the model's state dict still
+lists it under both names (``nn.Module.state_dict`` and DCP's ``get_state_dict``, torch 2.13),
+so a DCP save writes its data twice (``model_state_shapes``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class Architecture:
     kv_heads: int = field(metadata=_POSITIVE)
     vocab: int = field(metadata=_POSITIVE)
     head_dim: int | None = field(default=None, metadata=_POSITIVE)
+    tied_embeddings: bool = False
+    """The output head is the token embedding's weight (one parameter; module docstring)."""
 
 
 TENSORS_PER_LAYER = 9
@@ -54,8 +61,8 @@ def embedding_parameters(arch: Architecture) -> int:
 
 
 def output_head_parameters(arch: Architecture) -> int:
-    """Output projection to the vocabulary: vocab x hidden."""
-    return arch.vocab * arch.hidden
+    """Output projection to the vocabulary: vocab x hidden; none of its own where tied."""
+    return 0 if arch.tied_embeddings else arch.vocab * arch.hidden
 
 
 def head_dim(arch: Architecture) -> int:
@@ -107,7 +114,8 @@ def final_norm_parameters(arch: Architecture) -> int:
 
 
 def count_parameters(arch: Architecture) -> int:
-    """Ψ for the shape: embedding + layers x per-layer + final norm + output head."""
+    """Ψ for the shape: embedding + layers x per-layer + final norm + output head (none where
+    tied)."""
     return (
         embedding_parameters(arch)
         + arch.layers * layer_parameters(arch)
@@ -116,9 +124,14 @@ def count_parameters(arch: Architecture) -> int:
     )
 
 
+TIED_HEAD = "output.weight"
+"""The output head's name, which a tied head shares with ``tok_embeddings.weight``."""
+
+
 def parameter_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
     """Every parameter's global shape, by fully qualified name, in model order (the tensor
-    list the counting rule above sums; Llama's names as torchtitan spells them).
+    list the counting rule above sums and the optimizer holds; Llama's names as torchtitan
+    spells them; no ``output.weight`` where tied).
 
     Weights are (out_features, in_features) as nn.Linear stores them; Q is q_width rows
     (hidden, unless head_dim is explicit), K and V kv_width.
@@ -138,5 +151,21 @@ def parameter_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
         shapes[p + "feed_forward.w2.weight"] = (h, f)
         shapes[p + "feed_forward.w3.weight"] = (f, h)
     shapes["norm.weight"] = (h,)
-    shapes["output.weight"] = (arch.vocab, h)
+    if not arch.tied_embeddings:
+        shapes[TIED_HEAD] = (arch.vocab, h)
     return shapes
+
+
+def model_state_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
+    """The model's state dict, by name, in model order: every parameter, and a tied head
+    again under its own name (the embedding's weight, listed last as the module is), which
+    ``state_dict`` keeps and a DCP save writes a second time."""
+    shapes = parameter_shapes(arch)
+    if arch.tied_embeddings:
+        shapes[TIED_HEAD] = (arch.vocab, arch.hidden)
+    return shapes
+
+
+def tied_source(arch: Architecture, fqn: str) -> str:
+    """The parameter a model-state name holds: the embedding for a tied head, else itself."""
+    return "tok_embeddings.weight" if arch.tied_embeddings and fqn == TIED_HEAD else fqn

@@ -44,7 +44,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ckptgate.sizing.architecture import Architecture, parameter_shapes
+from ckptgate.sizing.architecture import Architecture, model_state_shapes, parameter_shapes
 
 KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
 """Bytes per parameter the suite's DCP state knows: 12 fp32 master + Adam moments, 14 + bf16
@@ -120,16 +120,30 @@ def state_path(kind: str, fqn: str, bytes_per_parameter: int) -> tuple[str, ...]
     return ("optim", "state", fqn, kind)
 
 
-def state_order(fqns: Sequence[str], bytes_per_parameter: int) -> list[tuple[str, str]]:
+def tied_copy_bytes(arch: Architecture, bytes_per_parameter: int) -> int:
+    """The data of a tied head's second copy in the model's state (``model_state_shapes``):
+    vocab x hidden at the model weights' element size (fp32 at K = 12, bf16 at K >= 14); 0
+    where the head is untied."""
+    if not arch.tied_embeddings:
+        return 0
+    kind = "weight" if "weight" in state_kinds(bytes_per_parameter) else "master"
+    return arch.vocab * arch.hidden * KIND_ITEMSIZE_BYTES[kind]
+
+
+def state_order(
+    fqns: Sequence[str], bytes_per_parameter: int, model_fqns: Sequence[str] | None = None
+) -> list[tuple[str, str]]:
     """Every leaf of the state as (kind, name), in the order DCP flattens it
     (``_traverse.py``: depth first, in the dicts' insertion order), which is the order its
     dedup visits the items in. As a training script's ``get_state_dict`` gives it: the model's
-    weights; then per parameter the optimizer's state in the order ``torch.optim.AdamW``
-    creates it (``step``, ``exp_avg``, ``exp_avg_sq``; the fp32 master after them at K >= 14);
-    the param group; the grads (K = 16); the loop's ``train.step``."""
+    weights (``model_fqns``, the model's state dict: a tied head under its own name too;
+    default ``fqns``); then per parameter (``fqns``, each once) the optimizer's state in the
+    order ``torch.optim.AdamW`` creates it (``step``, ``exp_avg``, ``exp_avg_sq``; the fp32
+    master after them at K >= 14); the param group; the grads (K = 16); the loop's
+    ``train.step``."""
     kinds = state_kinds(bytes_per_parameter)
     weight = "weight" if "weight" in kinds else "master"
-    order = [(weight, fqn) for fqn in fqns]
+    order = [(weight, fqn) for fqn in (fqns if model_fqns is None else model_fqns)]
     moments = [STEP, "exp_avg", "exp_avg_sq"] + (["master"] if weight == "weight" else [])
     order += [(kind, fqn) for fqn in fqns for kind in moments]
     order += [(GROUP, key) for key in ADAMW_PARAM_GROUP_KEYS]
@@ -188,15 +202,15 @@ def local_plan(
     ckptgate.dcp.model builds the state."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout: {layout!r} is not one of {LAYOUTS}")
-    shapes = parameter_shapes(arch)
+    params, shapes = list(parameter_shapes(arch)), model_state_shapes(arch)
     items: list[WriteItem] = []
-    for kind, name in state_order(list(shapes), bytes_per_parameter):
+    for kind, name in state_order(params, bytes_per_parameter, list(shapes)):
         key = ".".join(state_path(kind, name, bytes_per_parameter))
         if kind == STEP:
             items.append(WriteItem(key, 0, 4, torch_save_bytes(4), True, True))
         elif kind in (GROUP, TRAIN):
-            params = kind == GROUP and name == "params"
-            size = names_entry_bytes(list(shapes)) if params else BYTE_ENTRY_BYTES
+            names = kind == GROUP and name == "params"
+            size = names_entry_bytes(params) if names else BYTE_ENTRY_BYTES
             items.append(WriteItem(key, 0, 0, size, False, True))
         else:
             shape = shapes[name]

@@ -34,7 +34,7 @@ import heapq
 import math
 from dataclasses import dataclass
 
-from ckptgate.sizing.architecture import Architecture, parameter_shapes
+from ckptgate.sizing.architecture import Architecture, model_state_shapes, parameter_shapes
 from ckptgate.sizing.dcp_plan import (
     BYTE_ENTRY_BYTES,
     GROUP,
@@ -70,11 +70,11 @@ def _slots(
     arch: Architecture, bytes_per_parameter: int, layout: str
 ) -> tuple[list[_Slot], list[int]]:
     """Every rank's plan positions, and which of them are chunked (fsdp's Shard(0) tensors)."""
-    shapes = parameter_shapes(arch)
+    params, shapes = list(parameter_shapes(arch)), model_state_shapes(arch)
     sharded = layout == "fsdp"
     slots: list[_Slot] = []
-    names = names_entry_bytes(list(shapes))
-    for kind, name in state_order(list(shapes), bytes_per_parameter):
+    names = names_entry_bytes(params)
+    for kind, name in state_order(params, bytes_per_parameter, list(shapes)):
         if kind == STEP:
             step_bytes = torch_save_bytes(STEP_STORAGE_BYTES)
             slots.append(_Slot(STEP_STORAGE_BYTES, 0, 0, step_bytes, True))

@@ -28,6 +28,9 @@ class ShardDistribution:
     framing_bytes: int = 0
     """Bytes the files hold besides the state (DCP's torch.save framing, Adam's steps and the
     param-group entries, under ``writer: dcp``), counted in per_rank_bytes."""
+    tied_copy_bytes: int = 0
+    """A tied head's second copy in the model's state (``writer: dcp``: DCP writes the weight
+    under both names), counted in per_rank_bytes."""
     rank_files: tuple[tuple[tuple[str, int], ...], ...] | None = None
     """Each rank's files as (name, bytes), where the writer's rule gives them (``dcp``,
     ``dlio``); None where each rank's shard is split evenly (rank_file_bytes)."""
@@ -125,13 +128,19 @@ class ShardDistribution:
         from ckptgate.sizing.units import format_bytes
 
         copies = (
-            self.written_bytes - self.checkpoint_bytes - self.extra_state_bytes - self.framing_bytes
+            self.written_bytes
+            - self.checkpoint_bytes
+            - self.extra_state_bytes
+            - self.framing_bytes
+            - self.tied_copy_bytes
         )
         parts = [f"{format_bytes(self.checkpoint_bytes)} checkpoint"]
         if copies:
             parts.append(f"{format_bytes(copies)} replica copies")
         if self.extra_state_bytes:
             parts.append(f"{format_bytes(self.extra_state_bytes)} extra state")
+        if self.tied_copy_bytes:
+            parts.append(f"{format_bytes(self.tied_copy_bytes)} the tied head's second copy")
         if self.framing_bytes:
             parts.append(f"{format_bytes(self.framing_bytes)} DCP framing and small entries")
         return " + ".join(parts)

@@ -92,7 +92,8 @@ def parameter_tensors(profile: Profile) -> dict[str, int]:
     if arch is None:
         return {"embedding": 0, "head": 0, "layers": profile.cluster.parallelism.pp}
     layers = sum(profile_layers_per_stage(profile))
-    return {"embedding": 1, "head": 2, "layers": TENSORS_PER_LAYER * layers}
+    head = 1 if arch.tied_embeddings else 2  # the final norm, and the output head if untied
+    return {"embedding": 1, "head": head, "layers": TENSORS_PER_LAYER * layers}
 
 
 def state_tensor_kinds(bytes_per_parameter: int, zero_stage: int) -> tuple[int, int]:
@@ -123,9 +124,11 @@ def _chunks_per_tensor(profile: Profile, place: Placement) -> int:
 
 def dcp_metadata_tensors(profile: Profile) -> int:
     """State tensors the checkpoint's ``.metadata`` lists: each parameter tensor's kinds of
-    state plus its Adam step."""
+    state plus its Adam step, and a tied head's weight in the model's state."""
     kinds = sum(state_tensor_kinds(profile.model.bytes_per_parameter, 0))
-    return sum(parameter_tensors(profile).values()) * (kinds + 1)
+    arch = profile.model.architecture
+    tied = 1 if arch is not None and arch.tied_embeddings else 0
+    return sum(parameter_tensors(profile).values()) * (kinds + 1) + tied
 
 
 def dcp_metadata_chunks(profile: Profile) -> int:

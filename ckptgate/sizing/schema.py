@@ -252,6 +252,17 @@ def cross_check(ctx: Context, profile: Profile) -> None:
             f"!= cluster.gpus = {cluster.gpus}; allowed: tp*pp*dp equal to gpus"
         )
     layout = cluster.layout
+    tied = model.architecture is not None and model.architecture.tied_embeddings
+    if tied and layout.writer != "dcp":
+        raise ctx.error(
+            "model.architecture.tied_embeddings",
+            True,
+            f"with cluster.layout.writer: {layout.writer}, whose layout does not model a tied "
+            "head (Megatron keeps the head's copy, with its optimizer state, on the last "
+            "pipeline stage)",
+            "false, or cluster.layout.writer: dcp (DCP saves the tied weight under both names "
+            "and its optimizer state once)",
+        )
     if layout.writer == "dcp":
         _check_dcp_writer(ctx, profile)
     for name in COMPONENTS:

@@ -37,6 +37,7 @@ from ckptgate.sizing.architecture import (
     layer_parameters,
     output_head_parameters,
 )
+from ckptgate.sizing.dcp_plan import tied_copy_bytes
 from ckptgate.sizing.dcp_scale import dcp_rank_file_bytes
 from ckptgate.sizing.distribution import ShardDistribution
 from ckptgate.sizing.dlio import dlio_layers_per_stage, dlio_layout
@@ -288,9 +289,11 @@ def _named_distribution(
     rank_files: tuple[tuple[tuple[str, int], ...], ...],
     note: str,
     stage_parameters: list[int],
+    tied_copy_bytes: int = 0,
 ) -> ShardDistribution:
     """The distribution of a writer that names every rank's files (dlio, dcp): each rank's
-    bytes its files' sum; whatever exceeds Ψ x K is the writer's framing."""
+    bytes its files' sum; whatever exceeds Ψ x K and a tied head's second copy is the
+    writer's framing."""
     par = profile.cluster.parallelism
     per_rank = tuple(sum(size for _, size in files) for files in rank_files)
     checkpoint = profile.parameters * profile.model.bytes_per_parameter
@@ -303,7 +306,8 @@ def _named_distribution(
         pp=par.pp,
         dp=par.dp,
         stage_parameters=tuple(stage_parameters),
-        framing_bytes=sum(per_rank) - checkpoint,
+        framing_bytes=sum(per_rank) - checkpoint - tied_copy_bytes,
+        tied_copy_bytes=tied_copy_bytes,
         rank_files=rank_files,
     )
 
@@ -333,7 +337,8 @@ def _dcp_distribution(profile: Profile) -> ShardDistribution:
         tuple((f"__{r}_{i}.distcp", size) for i, size in enumerate(files))
         for r, files in enumerate(per_file)
     )
-    return _named_distribution(profile, rank_files, note, [profile.parameters])
+    tied = tied_copy_bytes(arch, k)
+    return _named_distribution(profile, rank_files, note, [profile.parameters], tied)
 
 
 _WHO = {

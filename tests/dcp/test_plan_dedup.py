@@ -5,7 +5,8 @@ its local plan W times: here ``DefaultSavePlanner.create_local_plan`` on the sui
 state, then torch's own ``dedup_save_plans`` and ``_split_by_size_and_type``
 (torch/distributed/checkpoint, torch 2.13), in one process, against ``sizing.dcp_plan`` and
 ``sizing.dcp_scale``: which rank and which file every item lands in, for world sizes 1 to 8 and
-thread counts 1 to 8, on a multi-head and a grouped-query shape and at K = 12, 14 and 16. The
+thread counts 1 to 8, on a multi-head and a grouped-query shape (the latter also with its head
+tied to the embedding) and at K = 12, 14 and 16. The
 files' bytes per item are held to real saves by test_plan_fidelity.py. Issue 35's case (a 125M
 GQA model at W = 4, thread_count 4, K = 12) is checked at its real size, rank by rank.
 """
@@ -39,7 +40,9 @@ from ckptgate.sizing.dcp_scale import dcp_rank_file_bytes
 SHAPES = {
     "mha": {"hidden": 64, "ffn_hidden": 160, "layers": 2, "heads": 4, "kv_heads": 4, "vocab": 250},
     "gqa": {"hidden": 64, "ffn_hidden": 128, "layers": 3, "heads": 8, "kv_heads": 2, "vocab": 301},
-}
+    "gqa-tied": {"hidden": 64, "ffn_hidden": 128, "layers": 3, "heads": 8, "kv_heads": 2,
+                 "vocab": 301, "tied_embeddings": True},
+}  # fmt: skip
 ISSUE_35 = {"hidden": 768, "ffn_hidden": 2048, "layers": 12, "heads": 12, "kv_heads": 4,
             "vocab": 32000}  # fmt: skip
 """A 125M-parameter GQA shape: the replicated save the issue compared, W = 4, 4 threads."""

@@ -3,11 +3,11 @@
 Real ``dcp.save`` runs of the suite's DCP state at K = 14 (gloo ranks on loopback), FSDP-style
 ``Shard(0)`` DTensors and replicated plain tensors, on a multi-head and a grouped-query shape
 whose row counts do not divide by most world sizes (torch.chunk leaves the last ranks short or
-empty), at thread counts 1 to 8: the model (``sizing.dcp_plan``) and the scaled plan the
-profiles use (``sizing.dcp_scale``) must give every file's bytes exactly, or the test names
-each world size, layout, shape, thread count, file and difference. test_plan_fidelity.py holds
-the same at two world sizes in the fast tier; this one is ``slow`` (about two minutes on 2
-cores: 36 rank processes start, 512 saves).
+empty), each with untied and tied embeddings, at thread counts 1 to 8: the model
+(``sizing.dcp_plan``) and the scaled plan the profiles use (``sizing.dcp_scale``) must give
+every file's bytes exactly, or the test names each world size, layout, shape, thread count,
+file and difference. test_plan_fidelity.py holds the same at two world sizes in the fast tier;
+this one is ``slow`` (about 130 s on 2 cores: 36 rank processes start, 1,024 saves).
 """
 
 from __future__ import annotations
@@ -33,12 +33,17 @@ from ckptgate.sizing.dcp_scale import dcp_rank_file_bytes
 pytestmark = pytest.mark.slow
 
 K = 14
-SHAPES = {
-    "mha": {"hidden": 64, "ffn_hidden": 160, "layers": 2, "heads": 4, "kv_heads": 4, "vocab": 250},
-    "gqa": {"hidden": 48, "ffn_hidden": 128, "layers": 3, "heads": 6, "kv_heads": 2, "vocab": 301},
+MHA = {"hidden": 64, "ffn_hidden": 160, "layers": 2, "heads": 4, "kv_heads": 4, "vocab": 250}
+GQA = {"hidden": 48, "ffn_hidden": 128, "layers": 3, "heads": 6, "kv_heads": 2, "vocab": 301}
+SHAPES: dict[str, dict[str, int | bool]] = {
+    "mha": MHA,
+    "gqa": GQA,
+    "mha-tied": {**MHA, "tied_embeddings": True},
+    "gqa-tied": {**GQA, "tied_embeddings": True},
 }
-"""Dense multi-head attention and grouped-query attention; vocabularies 250 and 301 and FFN
-rows 160 and 128 leave torch.chunk's pieces uneven at most world sizes."""
+"""Dense multi-head attention and grouped-query attention, each with its head untied and tied
+to the embedding; vocabularies 250 and 301 and FFN rows 160 and 128 leave torch.chunk's pieces
+uneven at most world sizes."""
 LAYOUTS = {"fsdp": "rows", "replicated": "replicated"}
 """The model's layout name -> the DCP state's build layout."""
 WORLD_SIZES = range(1, 9)
