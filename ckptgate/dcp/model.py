@@ -269,7 +269,10 @@ def build_state(
     on torch 2.13 fails on shards that are views with a non-zero storage offset.
     """
     fqns = list(parameter_shapes(arch))
-    state = state_skeleton(fqns, bytes_per_parameter, list(model_state_shapes(arch)))
+    # The model's names are the parameters' own string objects, a tied head's added: the
+    # .metadata pickle memoises a string it has seen (test_metadata.py's fit is of that size).
+    model_fqns = fqns + [name for name in model_state_shapes(arch) if name not in fqns]
+    state = state_skeleton(fqns, bytes_per_parameter, model_fqns)
     for entry, local_shape, offset, placements in _local_blocks(
         arch, bytes_per_parameter, mesh, layout
     ):
