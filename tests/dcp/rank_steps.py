@@ -1,13 +1,16 @@
-"""DCP steps that fail on purpose, for the driver's failure tests: module-level, so that the
-rank processes (spawned) import them by name."""
+"""DCP steps for the tests: those that fail on purpose, for the driver's failure tests
+(module-level, so that the rank processes, spawned, import them by name), and a real save's
+files measured."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 
+from ckptgate.dcp.ranks import DcpRanks
 from ckptgate.dcp.records import DcpStep
-from ckptgate.dcp.worker import DcpRankState
+from ckptgate.dcp.worker import DcpRankState, step_save
 
 
 def step_die_on(state: DcpRankState, rank: int) -> DcpStep:
@@ -32,3 +35,17 @@ def step_ready(state: DcpRankState) -> DcpStep:
     """Nothing: a step that returns at once, so that a pool restarted after a failure has
     joined its new group before a step whose deadline is the point is timed."""
     return DcpStep(state.rank)
+
+
+def saved_files(pool: DcpRanks, path: str, thread_count: int) -> dict[str, int]:
+    """One real ``dcp.save`` of the pool's built state into ``path``: every data file's bytes
+    by name (``.metadata`` aside); the directory removed after."""
+    pool.run(step_save, path=path, thread_count=thread_count)
+    try:
+        return {
+            name: os.path.getsize(os.path.join(path, name))
+            for name in os.listdir(path)
+            if name.endswith(".distcp")
+        }
+    finally:
+        shutil.rmtree(path)

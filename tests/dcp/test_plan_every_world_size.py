@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,7 @@ from ckptgate.dcp.model import architecture_from
 from ckptgate.dcp.ranks import DcpRanks
 from ckptgate.sizing.dcp_plan import dcp_save_layout
 from ckptgate.sizing.dcp_scale import dcp_rank_file_bytes
+from tests.dcp.rank_steps import saved_files
 
 pytestmark = pytest.mark.slow
 
@@ -69,13 +71,8 @@ def saves() -> Iterator[dict[Key, dict[str, int]]]:
                                  layout=build)  # fmt: skip
                         for threads in THREAD_COUNTS:
                             path = os.path.join(base, f"w{world_size}-{layout}-{shape}-t{threads}")
-                            pool.run(w.step_save, path=path, thread_count=threads)
-                            out[(world_size, layout, shape, threads)] = {
-                                name: os.path.getsize(os.path.join(path, name))
-                                for name in os.listdir(path)
-                                if name.endswith(".distcp")
-                            }
-                            shutil.rmtree(path)
+                            key = (world_size, layout, shape, threads)
+                            out[key] = saved_files(pool, path, threads)
         yield out
     finally:
         shutil.rmtree(base)
@@ -90,16 +87,31 @@ def _differences(real: dict[str, int], model: dict[str, int]) -> list[str]:
     ]
 
 
-def test_the_model_gives_every_file_of_every_real_save_exactly(
-    saves: dict[Key, dict[str, int]],
-) -> None:
+def _wrong(saves: dict[Key, dict[str, int]], files: Callable[..., dict[str, int]]) -> list[str]:
+    """Every file, of every save, whose bytes ``files(arch, K, world_size, threads, layout)``
+    does not give exactly."""
     wrong = []
     for (world_size, layout, shape, threads), real in saves.items():
         arch = architecture_from(SHAPES[shape])
-        model = dcp_save_layout(arch, K, world_size, threads, layout).files
-        for line in _differences(real, model):
+        for line in _differences(real, files(arch, K, world_size, threads, layout)):
             wrong.append(f"W={world_size} {layout} {shape} thread_count={threads}: {line}")
+    return wrong
+
+
+def _scaled_files(*plan: Any) -> dict[str, int]:
+    """``sizing.dcp_scale``'s files by name."""
+    return {
+        f"__{rank}_{i}.distcp": size
+        for rank, sizes in enumerate(dcp_rank_file_bytes(*plan))
+        for i, size in enumerate(sizes)
+    }
+
+
+def test_the_model_gives_every_file_of_every_real_save_exactly(
+    saves: dict[Key, dict[str, int]],
+) -> None:
     assert len(saves) == len(WORLD_SIZES) * len(LAYOUTS) * len(SHAPES) * len(THREAD_COUNTS)
+    wrong = _wrong(saves, lambda *plan: dcp_save_layout(*plan).files)
     assert not wrong, "\n".join(wrong[:40])
 
 
@@ -107,15 +119,5 @@ def test_the_scaled_plan_the_profiles_use_gives_every_file_exactly(
     saves: dict[Key, dict[str, int]],
 ) -> None:
     """``sizing.dcp_scale``: what ``cluster.layout.writer: dcp`` sizes and the burst writes."""
-    wrong = []
-    for (world_size, layout, shape, threads), real in saves.items():
-        arch = architecture_from(SHAPES[shape])
-        scaled = dcp_rank_file_bytes(arch, K, world_size, threads, layout)
-        model = {
-            f"__{rank}_{i}.distcp": size
-            for rank, sizes in enumerate(scaled)
-            for i, size in enumerate(sizes)
-        }
-        for line in _differences(real, model):
-            wrong.append(f"W={world_size} {layout} {shape} thread_count={threads}: {line}")
+    wrong = _wrong(saves, _scaled_files)
     assert not wrong, "\n".join(wrong[:40])

@@ -35,6 +35,7 @@ from ckptgate.sizing.dcp_plan import (
     torch_save_bytes,
 )
 from ckptgate.sizing.dcp_scale import dcp_rank_file_bytes
+from tests.dcp.rank_steps import saved_files
 
 K = 14
 ARCH = {"hidden": 64, "ffn_hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2, "vocab": 250}
@@ -63,13 +64,7 @@ def saves() -> Iterator[Saved]:
                     pool.run(w.step_build, architecture=ARCH, bytes_per_parameter=K, layout=build)
                     for threads in thread_counts:
                         path = os.path.join(base, f"w{world_size}-{layout}-t{threads}")
-                        pool.run(w.step_save, path=path, thread_count=threads)
-                        out[(world_size, layout, threads)] = {
-                            name: os.path.getsize(os.path.join(path, name))
-                            for name in os.listdir(path)
-                            if name.endswith(".distcp")
-                        }
-                        shutil.rmtree(path)
+                        out[(world_size, layout, threads)] = saved_files(pool, path, threads)
         yield out
     finally:
         shutil.rmtree(base)
