@@ -46,6 +46,11 @@ from dataclasses import dataclass
 
 from ckptgate.sizing.architecture import Architecture, model_state_shapes, parameter_shapes
 
+PLANNER_TORCH = "2.13"
+"""The torch release whose DCP planner this module replays (the ``torch`` extra pins
+torch==2.13.0; real saves on it hold the replay exact: tests/dcp/test_plan_every_world_size.py).
+The sizing's shard line names it, since another release may plan differently."""
+
 KNOWN_BYTES_PER_PARAMETER = (12, 14, 16)
 """Bytes per parameter the suite's DCP state knows: 12 fp32 master + Adam moments, 14 + bf16
 weights, 16 + bf16 gradients (ZeRO, Rajbhandari et al. 2020)."""

@@ -37,7 +37,7 @@ from ckptgate.sizing.architecture import (
     layer_parameters,
     output_head_parameters,
 )
-from ckptgate.sizing.dcp_plan import tied_copy_bytes
+from ckptgate.sizing.dcp_plan import PLANNER_TORCH, tied_copy_bytes
 from ckptgate.sizing.dcp_scale import dcp_rank_file_bytes
 from ckptgate.sizing.distribution import ShardDistribution
 from ckptgate.sizing.dlio import dlio_layers_per_stage, dlio_layout
@@ -328,7 +328,8 @@ def _dcp_distribution(profile: Profile) -> ShardDistribution:
         else "every tensor replicated (DDP), each whole to the least-loaded rank (DCP's dedup)"
     )
     note = (
-        f"DCP's planner (cluster.layout.writer: dcp, zero_stage {par.zero_stage}: {state}): "
+        f"DCP's planner as torch {PLANNER_TORCH} plans (cluster.layout.writer: dcp, "
+        f"zero_stage {par.zero_stage}: {state}): "
         f"{held}; each rank's tensors in {threads} file{'s' if threads != 1 else ''} by size "
         "(DCP's buckets, checkpoint.files_per_rank as thread_count); bytes with torch.save's "
         "framing"
