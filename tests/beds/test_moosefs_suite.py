@@ -145,7 +145,9 @@ def test_mfscachemode_yes_keeps_pages_the_suite_sees_and_drops_so_reads_go_to_ch
         )
     assert first["bytes"] == kept["bytes"] == dropped["bytes"] == FILE_BYTES
     assert first["served"] >= FILE_BYTES  # the chunkservers'
-    assert kept["resident"] == 1.0  # kept across opens, in the page cache ...
+    # kept across opens, in the page cache (the kernel may reclaim a few pages of a busy
+    # machine: 0.997 resident seen in CI, 1 MB of 67 read again) ...
+    assert kept["resident"] > 0.95
     assert kept["served"] < FILE_BYTES // 10  # ... and served from there
     assert dropped["resident"] == 0.0  # the suite's drop takes it ...
     assert dropped["served"] >= FILE_BYTES  # ... and the read is the chunkservers' again
@@ -272,13 +274,15 @@ def test_a_chunkserver_killed_mid_burst_with_goal_1_is_named_with_its_file(
         code, out = ckptgate(moose, WRITER, "verify", kept)  # chunk1 still dead
         print(out[-3000:])
         assert "Traceback" not in out
-        # A shard's chunk lost: verify fails (1) naming it. The node's manifest may be the file
-        # whose one chunk died (seen once in CI): verify cannot read it, fails (1) and says so
-        # with the storage's error; either way nothing is called verified.
+        # A file's chunk lost: verify fails (1) naming it (a shard, or the round's .metadata
+        # where the round failed before its shards were kept: seen in CI). The node's manifest
+        # may be the file whose one chunk died (seen once in CI): verify cannot read it, fails
+        # (1) and says so with the storage's error; either way nothing is called verified.
         assert code == 1, out[-4000:]
-        shard_named = re.search(r"ckptgate verify: /ckpt/goal1/ckptgate-[^ ]*/[^ ]+", out)
+        file_named = re.search(r"^ckptgate verify: (?!note:)\S+ .*: ", out, re.MULTILINE)
         manifest_lost = re.search(rf"FAILED: {MANIFEST}: cannot read \(({GOAL_1_ERRORS})\)", out)
-        assert shard_named or manifest_lost, out[-4000:]
+        assert file_named or manifest_lost, out[-4000:]
+        assert "every byte verified" not in out and ": verified" not in out
     finally:
         moose.start_chunkserver(1)
     clean(moose, 1)
