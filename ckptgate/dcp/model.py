@@ -33,7 +33,13 @@ import torch
 
 from ckptgate.sizing import Architecture
 from ckptgate.sizing.architecture import model_state_shapes, parameter_shapes, tied_source
-from ckptgate.sizing.dcp_plan import GROUP, state_kinds, state_order, state_path
+from ckptgate.sizing.dcp_plan import (
+    GROUP,
+    model_weight_kind,
+    state_kinds,
+    state_order,
+    state_path,
+)
 
 #: The optimizer step the synthetic state claims to be at.
 TRAIN_STEP = 1000
@@ -126,18 +132,16 @@ def tensor_entries(arch: Architecture, bytes_per_parameter: int) -> Iterator[Ten
     """Every sharded state tensor of the checkpoint (not the 0-dim steps); a tied head's
     model-state copy with its ``fqn`` the embedding's, whose values it holds."""
     kinds = state_kinds(bytes_per_parameter)
-    for fqn, shape in parameter_shapes(arch).items():
+    params = parameter_shapes(arch)
+    for fqn, shape in params.items():
         for kind in kinds:
             path = state_path(kind, fqn, bytes_per_parameter)
             yield TensorEntry(path, fqn, kind, shape, kind_dtype(kind))
-    params = parameter_shapes(arch)
+    weight = model_weight_kind(bytes_per_parameter)  # a copy has no optimizer state of its own
     for name, shape in model_state_shapes(arch).items():
-        if name in params:
-            continue
-        for kind in kinds:
-            path = state_path(kind, name, bytes_per_parameter)
-            if path[0] == "model":  # the model's weights only: no optimizer state of its own
-                yield TensorEntry(path, tied_source(arch, name), kind, shape, kind_dtype(kind))
+        if name not in params:
+            path = state_path(weight, name, bytes_per_parameter)
+            yield TensorEntry(path, tied_source(arch, name), weight, shape, kind_dtype(weight))
 
 
 # Multiply-xorshift mixing on 32-bit values held in int64: every product stays below 2**63,

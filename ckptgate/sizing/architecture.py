@@ -124,8 +124,11 @@ def count_parameters(arch: Architecture) -> int:
     )
 
 
+EMBEDDING = "tok_embeddings.weight"
+"""The token embedding's name."""
+
 TIED_HEAD = "output.weight"
-"""The output head's name, which a tied head shares with ``tok_embeddings.weight``."""
+"""The output head's name, which a tied head shares with ``EMBEDDING``."""
 
 
 def parameter_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
@@ -138,7 +141,7 @@ def parameter_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
     """
     h, f = arch.hidden, arch.ffn_hidden
     q, kv = q_width(arch), kv_width(arch)
-    shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (arch.vocab, h)}
+    shapes: dict[str, tuple[int, ...]] = {EMBEDDING: (arch.vocab, h)}
     for i in range(arch.layers):
         p = f"layers.{i}."
         shapes[p + "attention_norm.weight"] = (h,)
@@ -168,4 +171,4 @@ def model_state_shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
 
 def tied_source(arch: Architecture, fqn: str) -> str:
     """The parameter a model-state name holds: the embedding for a tied head, else itself."""
-    return "tok_embeddings.weight" if arch.tied_embeddings and fqn == TIED_HEAD else fqn
+    return EMBEDDING if arch.tied_embeddings and fqn == TIED_HEAD else fqn

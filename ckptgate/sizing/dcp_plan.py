@@ -125,14 +125,19 @@ def state_path(kind: str, fqn: str, bytes_per_parameter: int) -> tuple[str, ...]
     return ("optim", "state", fqn, kind)
 
 
+def model_weight_kind(bytes_per_parameter: int) -> str:
+    """The kind of state the model's own state dict holds (``state_path``): the bf16 weights
+    at K >= 14, the fp32 master at K = 12."""
+    return "weight" if "weight" in state_kinds(bytes_per_parameter) else "master"
+
+
 def tied_copy_bytes(arch: Architecture, bytes_per_parameter: int) -> int:
     """The data of a tied head's second copy in the model's state (``model_state_shapes``):
     vocab x hidden at the model weights' element size (fp32 at K = 12, bf16 at K >= 14); 0
     where the head is untied."""
     if not arch.tied_embeddings:
         return 0
-    kind = "weight" if "weight" in state_kinds(bytes_per_parameter) else "master"
-    return arch.vocab * arch.hidden * KIND_ITEMSIZE_BYTES[kind]
+    return arch.vocab * arch.hidden * KIND_ITEMSIZE_BYTES[model_weight_kind(bytes_per_parameter)]
 
 
 def state_order(
@@ -147,7 +152,7 @@ def state_order(
     master after them at K >= 14); the param group; the grads (K = 16); the loop's
     ``train.step``."""
     kinds = state_kinds(bytes_per_parameter)
-    weight = "weight" if "weight" in kinds else "master"
+    weight = model_weight_kind(bytes_per_parameter)
     order = [(weight, fqn) for fqn in (fqns if model_fqns is None else model_fqns)]
     moments = [STEP, "exp_avg", "exp_avg_sq"] + (["master"] if weight == "weight" else [])
     order += [(kind, fqn) for fqn in fqns for kind in moments]
