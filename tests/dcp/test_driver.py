@@ -212,9 +212,9 @@ def test_a_rank_that_hangs_is_named_at_the_deadline(doomed: DcpRanks) -> None:
     of their own (the restart's torch import is not what the deadline times)."""
     doomed.run(step_ready, timeout_s=120)
     with pytest.raises(
-        DcpRankFailure, match=r"DCP rank 1: did not finish within 5 s \(in hang_on"
+        DcpRankFailure, match=r"DCP rank 1: did not finish within 2 s \(in hang_on"
     ) as failed:
-        doomed.run(step_hang_on, timeout_s=5, rank=1)
+        doomed.run(step_hang_on, timeout_s=2, rank=1)
     assert 1 in failed.value.hung
 
 
