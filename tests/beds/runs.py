@@ -1,16 +1,23 @@
 """The checklist run on a bed's client host as a user runs it, and the bounded waits on it.
 
-Shared by the tests of every bed built on the host bed (Ceph, GlusterFS): the suite's command
-line (``suite``), a run to its end on one client (``run_in``) or started in the background
-with its output in a file (``start_in``), a wait for a step of the run that fails if the run
-ends first (``wait_for_step``), the run's own end within ``SAFETY_S`` (``ends``) and its one
-verdict line (``verdict_line``); and the client-cache probes both filesystems' tests make: a
-client's own timed read of one file (``READS``, ``read_step``), a kept shard cut while another
-client looks (``cut_while``) and the verify line that must name it (``named_at``).
+Shared by the tests of every bed built on the host bed (Ceph, GlusterFS, MooseFS): the suite's
+command line (``suite``), a run to its end on one client (``run_in``, ``ckptgate`` for its
+verify and clean) or started in the background with its output in a file (``start_in``), a
+wait for a step of the run that fails if the run ends first (``wait_for_step``, on
+``reached``), the run's own end within ``SAFETY_S`` (``ends``) and its one verdict line
+(``verdict_line``); the kept runs a test inspects (``kept_runs``, ``kept_burst``) and a server
+fault in the middle of a kept burst (``burst_with_a_fault``); and the client-cache probes every
+filesystem's tests make: a client's own timed read of one file (``READS``, ``read_step``), a
+kept shard cut while another client looks (``cut_while``) and the verify line that must name it
+(``named_at``).
+
+A *root* here is a target directory as this process reaches it (a bed's ``client_path``, through
+the client's FUSE process), a *target* the same directory as the client names it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -86,6 +93,11 @@ def start_in(
         )
 
 
+def ckptgate(hosts: HostBed, client: str, *args: str) -> tuple[int, str]:
+    """``ckptgate ARGS`` on ``client`` (verify, clean): its status and output."""
+    return run_in(hosts, client, [sys.executable, "-m", "ckptgate", *args], 600)
+
+
 def verdict_line(output: str) -> str:
     lines = [line for line in output.splitlines() if line.startswith("VERDICT")]
     assert len(lines) == 1, output[-4000:]
@@ -100,6 +112,60 @@ def wait_for_step(job: subprocess.Popen[str], found: Callable[[], bool], what: s
             job.kill()
             pytest.fail(f"the run never reached {what} (exit status {job.wait(30)})")
         time.sleep(0.2)
+
+
+def kept_runs(root: Path) -> list[Path]:
+    """The run directories under ``root``."""
+    return sorted(root.glob("ckptgate-*"))
+
+
+def reached(root: Path, step: str, min_bytes: int = 0) -> Callable[[], bool]:
+    """Whether a run under ``root`` has a ``write/<step>`` (``step`` a glob) whose files hold
+    ``min_bytes`` at least (with 0: whether it exists)."""
+
+    def found() -> bool:
+        for directory in root.glob(f"ckptgate-*/write/{step}"):
+            held = 0
+            with contextlib.suppress(OSError):  # a round is retired as we look
+                held = sum(path.stat().st_size for path in directory.iterdir())
+            if held >= min_bytes:
+                return True
+        return False
+
+    return found
+
+
+def kept_burst(hosts: HostBed, client: str, target: str, root: Path) -> Path:
+    """A write burst of one round on ``target``, run by ``client`` and kept (``--keep``); its
+    run directory under ``root`` (the same target)."""
+    argv = suite(target, "--keep", "--accept=trial", "--set", "run.rounds=1", WRITE_BURST)
+    code, out = run_in(hosts, client, argv, 600)
+    assert code == 0, out[-4000:]
+    (kept,) = kept_runs(root)
+    return kept
+
+
+FAULT_AFTER_BYTES = 16 << 20
+"""A fault in a kept burst strikes once a round after the first holds this much: mid-burst,
+with fsynced rounds behind it for verify to prove."""
+
+
+def burst_with_a_fault(
+    hosts: HostBed, client: str, target: str, root: Path, fault: Callable[[], object], log: Path
+) -> tuple[int, str, Path]:
+    """A kept write burst of up to six rounds on ``target`` (``FAULT_RUN``), run by ``client``,
+    with ``fault()`` once a later round holds ``FAULT_AFTER_BYTES``; the run's status and
+    output, and its run directory under ``root``. No traceback, whatever the fault."""
+    argv = suite(target, "--keep", *FAULT_RUN, "--set", "run.rounds=6", WRITE_BURST)
+    job = start_in(hosts, client, argv, log)
+    step = reached(root, "step-[2-9]*", FAULT_AFTER_BYTES)
+    wait_for_step(job, step, f"{FAULT_AFTER_BYTES >> 20} MiB in a round after the first")
+    fault()
+    code, out = ends(job, log)
+    print(out[-3000:])
+    assert "Traceback" not in out, out[-4000:]
+    (kept,) = kept_runs(root)
+    return code, out, kept
 
 
 def named_stall(out: str) -> None:

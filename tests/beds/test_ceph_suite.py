@@ -14,13 +14,12 @@ real timeout here is a generous safety net.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from tests.beds.runs import (
     WRITE_BURST,
     ends,
     named_stall,
+    reached,
     run_in,
     start_in,
     suite,
@@ -115,26 +115,6 @@ def run_dirs(bed: CephBed, under: str = "") -> list[Path]:
     return sorted(bed.client_path(CLIENT, under).glob("ckptgate-*"))
 
 
-def reached(bed: CephBed, step: str, under: str = "", min_bytes: int = 0) -> Callable[[], bool]:
-    """Whether the run's ``write/<step>`` exists (``step`` a glob) and, with ``min_bytes``, one
-    such directory's files hold that many bytes at least."""
-
-    def found() -> bool:
-        steps = list(bed.client_path(CLIENT, under).glob(f"ckptgate-*/write/{step}"))
-        if not min_bytes:
-            return bool(steps)
-        for directory in steps:
-            held = 0
-            with contextlib.suppress(OSError):  # a round is retired as we look
-                for path in directory.iterdir():
-                    held += path.stat().st_size
-            if held >= min_bytes:
-                return True
-        return False
-
-    return found
-
-
 def on_client(bed: CephBed, path: Path) -> str:
     """``path`` (under :meth:`CephBed.client_path`) as the client names it."""
     return str(Path(bed.mount_point) / path.relative_to(bed.client_path(CLIENT)))
@@ -147,7 +127,7 @@ def test_an_osd_killed_mid_burst_on_replicated_storage_keeps_every_fsynced_byte(
     argv = suite(ceph.mount_point, "--keep", *FAULT_RUN, "--set", "run.rounds=6", WRITE_BURST)
     log = tmp_path / "run.log"
     job = start_on(ceph, argv, log)
-    wait_for_step(job, reached(ceph, "step-2"), "write/step-2")
+    wait_for_step(job, reached(ceph.client_path(CLIENT), "step-2"), "write/step-2")
     ceph.kill_osd(1)
     ceph.start_osd(1)
     code, out = ends(job, log)
@@ -175,7 +155,7 @@ def test_an_osd_killed_mid_burst_on_replicated_storage_keeps_every_fsynced_byte(
 def test_a_stopped_mds_is_named_at_the_stall_timeout(ceph: CephBed, tmp_path: Path) -> None:
     log = tmp_path / "run.log"
     job = start_on(ceph, suite(ceph.mount_point, *FAULT_RUN, WRITE_BURST), log)
-    wait_for_step(job, reached(ceph, "step-2"), "write/step-2")
+    wait_for_step(job, reached(ceph.client_path(CLIENT), "step-2"), "write/step-2")
     ceph.stop_mds()
     try:
         code, out = ends(job, log)  # the MDS is still stopped: the run ended by itself
@@ -281,7 +261,9 @@ def test_an_osd_lost_on_unreplicated_storage_is_bounded_and_verify_names_every_l
     # of the size-1 pool is on one OSD) and its loss takes data, not just a round's start.
     later = "step-[2-9]*"  # any round after the first (rounds replace each other)
     wait_for_step(
-        job, reached(ceph, later, "single", 64 << 20), "64 MiB in a round after the first"
+        job,
+        reached(ceph.client_path(CLIENT, "single"), later, 64 << 20),
+        "64 MiB in a round after the first",
     )
     ceph.kill_osd(1)  # memstore: what osd.1 held is gone
     code, out = ends(job, log)  # writers hang in the kernel on osd.1's PGs: the run still ends

@@ -16,11 +16,10 @@ faults are waited for through the run directory, never a wall-clock race.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +27,18 @@ import pytest
 
 from tests.beds.gluster import GlusterBed, gluster_bed
 from tests.beds.runs import (
-    FAULT_RUN,
-    WRITE_BURST,
+    burst_with_a_fault,
+    ckptgate,
     cut_while,
-    ends,
     items,
+    kept_burst,
     largest_shard,
     named_at,
     named_stall,
     read_step,
     run_in,
-    start_in,
     suite,
     verdict_line,
-    wait_for_step,
 )
 
 WRITER, READER = "node0", "node1"
@@ -64,15 +61,6 @@ def gluster() -> Iterator[GlusterBed]:
         clients=2, client_options={READER: LONG_CACHE}, volume_options={"replica": CACHED}
     ) as bed:
         yield bed
-
-
-def on(bed: GlusterBed, client: str, argv: list[str], timeout_s: float = 600) -> tuple[int, str]:
-    return run_in(bed.hosts, client, argv, timeout_s)
-
-
-def ckptgate(bed: GlusterBed, client: str, *args: str) -> tuple[int, str]:
-    """``ckptgate ARGS`` on ``client`` (verify, clean): its status and output."""
-    return on(bed, client, [sys.executable, "-m", "ckptgate", *args])
 
 
 def client_read(bed: GlusterBed, client: str, path: str, step: str) -> dict[str, Any]:
@@ -107,7 +95,7 @@ def test_io_cache_serves_a_read_the_page_cache_calls_uncached_and_o_direct_goes_
     assert cached["served"] < FILE_BYTES // 10  # ... and the bricks did not serve it
     assert direct["direct"], direct["refused"]
     assert direct["served"] >= FILE_BYTES  # O_DIRECT: the bricks' again
-    on(gluster, WRITER, ["rm", "-f", path])
+    run_in(gluster.hosts, WRITER, ["rm", "-f", path])
 
 
 def test_a_restart_read_through_io_cache_is_refused_unless_read_with_o_direct(
@@ -121,7 +109,9 @@ def test_a_restart_read_through_io_cache_is_refused_unless_read_with_o_direct(
     for direct in (False, True):
         report = tmp_path / f"direct-{direct}.json"
         args = ["--accept=trial", f"--report-json={report}", RESTART_READ]
-        code, out = on(gluster, READER, suite(target, *(["--direct"] if direct else []), *args))
+        code, out = run_in(
+            gluster.hosts, READER, suite(target, *(["--direct"] if direct else []), *args)
+        )
         assert "Traceback" not in out, out[-4000:]
         # the header: the volume as the client's graph has it, and its data cache
         assert "glusterfs.volume replica, glusterfs.type Replicate (replica 2)" in out, out[:4000]
@@ -145,25 +135,25 @@ def test_a_restart_read_through_io_cache_is_refused_unless_read_with_o_direct(
     print(f"restart read MB/s buffered (io-cache): {speeds[False]}, O_DIRECT: {speeds[True]}")
 
 
-def kept_runs(bed: GlusterBed, client: str, volume: str) -> list[Path]:
-    return sorted(bed.client_path(client, volume).glob("ckptgate-*"))
+def writer_view(bed: GlusterBed, volume: str) -> Path:
+    """``volume``'s mount as the writer sees it, from this namespace."""
+    return bed.client_path(WRITER, volume)
+
+
+def burst_with_a_brick_killed(bed: GlusterBed, volume: str, tmp_path: Path) -> tuple[int, str, str]:
+    """The kept write burst on ``volume`` with brick 1 killed mid-burst
+    (``runs.burst_with_a_fault``); the run's status and output, and its run directory as the
+    writer names it."""
+    code, out, kept = burst_with_a_fault(
+        bed.hosts, WRITER, bed.mount_point(volume), writer_view(bed, volume),
+        lambda: bed.kill_brick(volume, 1), tmp_path / "run.log",
+    )  # fmt: skip
+    return code, out, on_client(bed, WRITER, volume, kept)
 
 
 def on_client(bed: GlusterBed, client: str, volume: str, path: Path) -> str:
     """``path`` (under :meth:`GlusterBed.client_path`) as the client names it."""
     return str(Path(bed.mount_point(volume)) / path.relative_to(bed.client_path(client, volume)))
-
-
-def kept_burst(bed: GlusterBed, volume: str) -> Path:
-    """A write burst of one round on ``volume``, kept (``--keep``) by the writer; its run
-    directory, as the writer sees it."""
-    argv = suite(
-        bed.mount_point(volume), "--keep", "--accept=trial", "--set", "run.rounds=1", WRITE_BURST
-    )
-    code, out = on(bed, WRITER, argv)
-    assert code == 0, out[-4000:]
-    (kept,) = kept_runs(bed, WRITER, volume)
-    return kept
 
 
 @pytest.mark.parametrize("volume", ["dist", "replica"], ids=lambda v: f"volume={v}")
@@ -175,7 +165,9 @@ def test_another_clients_rewrite_read_back_short_or_stale_is_named_with_file_and
     attributes kept ten minutes), on ``replica`` the bytes while a block is zeroed (io-cache
     trusts them a minute). The storage ends whole (the writer's verify passes); the reader's
     ``ckptgate verify`` reads it short or stale and names the file and the offset."""
-    kept = kept_burst(gluster, volume)
+    kept = kept_burst(
+        gluster.hosts, WRITER, gluster.mount_point(volume), writer_view(gluster, volume)
+    )
     shard = largest_shard(kept)
     as_named = on_client(gluster, WRITER, volume, shard)
     # The reader looks while the shard is cut, and caches what it saw: on dist the size (a
@@ -183,49 +175,19 @@ def test_another_clients_rewrite_read_back_short_or_stale_is_named_with_file_and
     # would ask again), on replica the bytes (a read, which io-cache keeps).
     look = "os.stat(sys.argv[1])" if volume == "dist" else "open(sys.argv[1], 'rb').read()"
     reader = [sys.executable, "-c", f"import os, sys; {look}", as_named]
-    cut = cut_while(shard, volume == "dist", lambda: on(gluster, READER, reader)[0] == 0)
+    cut = cut_while(shard, volume == "dist", lambda: run_in(gluster.hosts, READER, reader)[0] == 0)
     run_dir = on_client(gluster, WRITER, volume, kept)
-    code, out = ckptgate(gluster, WRITER, "verify", run_dir)
+    code, out = ckptgate(gluster.hosts, WRITER, "verify", run_dir)
     assert code == 0, out  # the storage holds what the run wrote
-    code, out = ckptgate(gluster, READER, "verify", run_dir)
+    code, out = ckptgate(gluster.hosts, READER, "verify", run_dir)
     print(out[-2000:])
     assert code == 1, out
     what = "truncated" if volume == "dist" else "byte differs"
     named_at(out, str(shard.relative_to(kept)), cut, what)
-    assert ckptgate(gluster, WRITER, "clean", "--include-kept", gluster.mount_point(volume))[0] == 0
-
-
-def reached(bed: GlusterBed, volume: str, step: str, min_bytes: int = 0) -> Callable[[], bool]:
-    """Whether the writer's run on ``volume`` has a ``write/<step>`` (a glob) holding
-    ``min_bytes`` at least."""
-
-    def found() -> bool:
-        for directory in bed.client_path(WRITER, volume).glob(f"ckptgate-*/write/{step}"):
-            held = 0
-            with contextlib.suppress(OSError):  # a round is retired as we look
-                held = sum(path.stat().st_size for path in directory.iterdir())
-            if held >= min_bytes:
-                return True
-        return False
-
-    return found
-
-
-def burst_with_a_brick_killed(bed: GlusterBed, volume: str, tmp_path: Path) -> tuple[int, str, str]:
-    """The kept write burst on ``volume`` with brick 1 killed once a later round holds 16 MiB;
-    the run's status and output, and its run directory as the writer names it."""
-    log = tmp_path / "run.log"
-    argv = suite(
-        bed.mount_point(volume), "--keep", *FAULT_RUN, "--set", "run.rounds=6", WRITE_BURST
+    assert (
+        ckptgate(gluster.hosts, WRITER, "clean", "--include-kept", gluster.mount_point(volume))[0]
+        == 0
     )
-    job = start_in(bed.hosts, WRITER, argv, log)
-    wait_for_step(job, reached(bed, volume, "step-[2-9]*", 16 << 20), "16 MiB in round 2")
-    bed.kill_brick(volume, 1)
-    code, out = ends(job, log)
-    print(out[-3000:])
-    assert "Traceback" not in out, out[-4000:]
-    (kept,) = kept_runs(bed, WRITER, volume)
-    return code, out, on_client(bed, WRITER, volume, kept)
 
 
 def test_a_brick_killed_mid_burst_on_replica_2_keeps_every_fsynced_byte(
@@ -235,11 +197,11 @@ def test_a_brick_killed_mid_burst_on_replica_2_keeps_every_fsynced_byte(
         code, out, kept = burst_with_a_brick_killed(gluster, "replica", tmp_path)
         if code != 0:  # the storage stalled past the stall timeout: named, with the phase
             named_stall(out)
-        code, out = ckptgate(gluster, WRITER, "verify", kept)  # from the surviving brick
+        code, out = ckptgate(gluster.hosts, WRITER, "verify", kept)  # from the surviving brick
         assert code == 0, out[-4000:]
     finally:
         gluster.start_force("replica")
-    assert ckptgate(gluster, WRITER, "clean", "--include-kept", "/ckpt/replica")[0] == 0
+    assert ckptgate(gluster.hosts, WRITER, "clean", "--include-kept", "/ckpt/replica")[0] == 0
 
 
 def test_a_brick_killed_on_the_distributed_volume_is_named_and_restarted_verify_says_what_survived(
@@ -263,7 +225,7 @@ def test_a_brick_killed_on_the_distributed_volume_is_named_and_restarted_verify_
         assert verdict_line(out).startswith("VERDICT failed for tmpfs: ")
     finally:
         gluster.start_force("dist")
-    code, out = ckptgate(gluster, WRITER, "verify", kept)
+    code, out = ckptgate(gluster.hosts, WRITER, "verify", kept)
     print(out[-3000:])
     assert code in (0, 1), out[-4000:]
     assert "Traceback" not in out
@@ -273,4 +235,4 @@ def test_a_brick_killed_on_the_distributed_volume_is_named_and_restarted_verify_
         if line.startswith("ckptgate verify: ") and not line.startswith("ckptgate verify: note:")
     ]
     assert all(" at offset " in line or "missing" in line or "size" in line for line in problems)
-    assert ckptgate(gluster, WRITER, "clean", "--include-kept", "/ckpt/dist")[0] == 0
+    assert ckptgate(gluster.hosts, WRITER, "clean", "--include-kept", "/ckpt/dist")[0] == 0

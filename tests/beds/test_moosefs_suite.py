@@ -15,12 +15,11 @@ faults are waited for through the run directory, never a wall-clock race.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +31,17 @@ from tests.beds.runs import (
     FAULT_RUN,
     STALLED,
     WRITE_BURST,
+    burst_with_a_fault,
+    ckptgate,
     cut_while,
     ends,
     items,
+    kept_burst,
+    kept_runs,
     largest_shard,
     named_at,
     named_stall,
+    reached,
     read_step,
     run_in,
     start_in,
@@ -76,17 +80,9 @@ def moose(beds: tuple[MooseBed, SlurmBed]) -> MooseBed:
     return beds[0]
 
 
-def on(bed: MooseBed, client: str, argv: list[str], timeout_s: float = 600) -> tuple[int, str]:
-    return run_in(bed.hosts, client, argv, timeout_s)
-
-
-def ckptgate(bed: MooseBed, client: str, *args: str) -> tuple[int, str]:
-    """``ckptgate ARGS`` on ``client`` (verify, clean): its status and output."""
-    return on(bed, client, [sys.executable, "-m", "ckptgate", *args])
-
-
-def kept_runs(bed: MooseBed, goal: int) -> list[Path]:
-    return sorted(bed.client_path(WRITER, f"goal{goal}").glob("ckptgate-*"))
+def writer_view(bed: MooseBed, goal: int) -> Path:
+    """Goal ``goal``'s directory as the writer's mfsmount shows it here."""
+    return bed.client_path(WRITER, f"goal{goal}")
 
 
 def as_named(bed: MooseBed, path: Path) -> str:
@@ -95,8 +91,8 @@ def as_named(bed: MooseBed, path: Path) -> str:
 
 
 def clean(bed: MooseBed, goal: int) -> None:
-    assert ckptgate(bed, WRITER, "clean", "--include-kept", bed.target(goal))[0] == 0
-    assert kept_runs(bed, goal) == []
+    assert ckptgate(bed.hosts, WRITER, "clean", "--include-kept", bed.target(goal))[0] == 0
+    assert kept_runs(writer_view(bed, goal)) == []
 
 
 @pytest.mark.skipif(
@@ -118,7 +114,7 @@ def test_srun_on_three_moosefs_clients_gives_one_qualified_report(
     assert placement["moosefs.master"] == "198.18.0.50:9421"
     assert placement["moosefs.cachemode"] == "AUTO"  # node 0's: the report's node
     assert placement["moosefs.version"] == "3.0.117"
-    assert kept_runs(moose, goal) == []
+    assert kept_runs(writer_view(moose, goal)) == []
 
 
 def test_mfscachemode_yes_keeps_pages_the_suite_sees_and_drops_so_reads_go_to_chunkservers(
@@ -151,7 +147,7 @@ def test_mfscachemode_yes_keeps_pages_the_suite_sees_and_drops_so_reads_go_to_ch
     assert kept["served"] < FILE_BYTES // 10  # ... and served from there
     assert dropped["resident"] == 0.0  # the suite's drop takes it ...
     assert dropped["served"] >= FILE_BYTES  # ... and the read is the chunkservers' again
-    on(moose, WRITER, ["rm", "-f", path])
+    run_in(moose.hosts, WRITER, ["rm", "-f", path])
 
 
 def test_a_restart_read_with_mfscachemode_yes_is_the_chunkservers(
@@ -162,7 +158,7 @@ def test_a_restart_read_with_mfscachemode_yes_is_the_chunkservers(
     the chunkservers' and the items pass, no client cache named."""
     report = tmp_path / "report.json"
     argv = suite(moose.target(2), "--accept=trial", f"--report-json={report}", RESTART_READ)
-    code, out = on(moose, READER, argv)
+    code, out = run_in(moose.hosts, READER, argv)
     assert code == 0, out[-4000:]
     assert "moosefs.goal 2" in out and "moosefs.cachemode YES" in out, out[:4000]
     assert "ckptgate: client cache:" not in out
@@ -175,16 +171,6 @@ def test_a_restart_read_with_mfscachemode_yes_is_the_chunkservers(
     print(json.dumps({k: v for k, v in data["read"].items() if "resid" in k}))
 
 
-def kept_burst(bed: MooseBed, goal: int) -> Path:
-    """A write burst of one round in goal ``goal``'s directory, kept by the writer; its run
-    directory, as the writer's mfsmount shows it here."""
-    argv = suite(bed.target(goal), "--keep", "--accept=trial", "--set", "run.rounds=1", WRITE_BURST)
-    code, out = on(bed, WRITER, argv)
-    assert code == 0, out[-4000:]
-    (kept,) = kept_runs(bed, goal)
-    return kept
-
-
 def test_another_clients_rewrite_read_back_short_is_named_with_file_and_offset(
     moose: MooseBed,
 ) -> None:
@@ -194,50 +180,30 @@ def test_another_clients_rewrite_read_back_short_is_named_with_file_and_offset(
     bytes the reader read with ``mfscachemode=YES`` were not served to it again once the
     writer put the bytes back: the reader's verify passed, so that case is no test here.)"""
     truncate = True
-    kept = kept_burst(moose, 2)
+    kept = kept_burst(moose.hosts, WRITER, moose.target(2), writer_view(moose, 2))
     shard = largest_shard(kept)
     look = "os.stat(sys.argv[1])" if truncate else "open(sys.argv[1], 'rb').read()"
     reader = [sys.executable, "-c", f"import os, sys; {look}", as_named(moose, shard)]
-    cut = cut_while(shard, truncate, lambda: on(moose, READER, reader)[0] == 0)
-    code, out = ckptgate(moose, WRITER, "verify", as_named(moose, kept))
+    cut = cut_while(shard, truncate, lambda: run_in(moose.hosts, READER, reader)[0] == 0)
+    code, out = ckptgate(moose.hosts, WRITER, "verify", as_named(moose, kept))
     assert code == 0, out  # the storage holds what the run wrote
-    code, out = ckptgate(moose, READER, "verify", as_named(moose, kept))
+    code, out = ckptgate(moose.hosts, READER, "verify", as_named(moose, kept))
     print(out[-2000:])
     assert code == 1, out
     named_at(out, str(shard.relative_to(kept)), cut, "truncated" if truncate else "byte differs")
     clean(moose, 2)
 
 
-def reached(bed: MooseBed, goal: int, step: str, min_bytes: int = 0) -> Callable[[], bool]:
-    """Whether the writer's run in goal ``goal``'s directory has a ``write/<step>`` (a glob)
-    holding ``min_bytes`` at least."""
-
-    def found() -> bool:
-        for directory in bed.client_path(WRITER, f"goal{goal}").glob(f"ckptgate-*/write/{step}"):
-            held = 0
-            with contextlib.suppress(OSError):  # a round is retired as we look
-                held = sum(path.stat().st_size for path in directory.iterdir())
-            if held >= min_bytes:
-                return True
-        return False
-
-    return found
-
-
 def burst_with_a_chunkserver_killed(
     bed: MooseBed, goal: int, tmp_path: Path
 ) -> tuple[int, str, str]:
-    """The kept write burst in goal ``goal``'s directory with chunkserver 1 killed once a later
-    round holds 16 MiB; the run's status and output, and its run directory as named."""
-    log = tmp_path / "run.log"
-    argv = suite(bed.target(goal), "--keep", *FAULT_RUN, "--set", "run.rounds=6", WRITE_BURST)
-    job = start_in(bed.hosts, WRITER, argv, log)
-    wait_for_step(job, reached(bed, goal, "step-[2-9]*", 16 << 20), "16 MiB in round 2")
-    bed.kill_chunkserver(1)
-    code, out = ends(job, log)
-    print(out[-3000:])
-    assert "Traceback" not in out, out[-4000:]
-    (kept,) = kept_runs(bed, goal)
+    """The kept write burst in goal ``goal``'s directory with chunkserver 1 killed mid-burst
+    (``runs.burst_with_a_fault``); the run's status and output, and its run directory as
+    named."""
+    code, out, kept = burst_with_a_fault(
+        bed.hosts, WRITER, bed.target(goal), writer_view(bed, goal),
+        lambda: bed.kill_chunkserver(1), tmp_path / "run.log",
+    )  # fmt: skip
     return code, out, as_named(bed, kept)
 
 
@@ -251,7 +217,7 @@ def test_a_chunkserver_killed_mid_burst_with_goal_2_keeps_every_fsynced_byte(
         code, out, kept = burst_with_a_chunkserver_killed(moose, 2, tmp_path)
         if code != 0:  # the storage stalled past the stall timeout: named, with the phase
             named_stall(out)
-        code, out = ckptgate(moose, WRITER, "verify", kept)  # chunk1 still dead
+        code, out = ckptgate(moose.hosts, WRITER, "verify", kept)  # chunk1 still dead
         assert code == 0, out[-4000:]
     finally:
         moose.start_chunkserver(1)
@@ -271,7 +237,7 @@ def test_a_chunkserver_killed_mid_burst_with_goal_1_is_named_with_its_file(
         failure = [line for line in out.splitlines() if re.search(GOAL_1_ERRORS, line)]
         assert failure, out[-4000:]
         assert any(re.search(r"/ckpt/goal1/ckptgate-[^ ]*/[^ ]+", line) for line in failure)
-        code, out = ckptgate(moose, WRITER, "verify", kept)  # chunk1 still dead
+        code, out = ckptgate(moose.hosts, WRITER, "verify", kept)  # chunk1 still dead
         print(out[-3000:])
         assert "Traceback" not in out
         # A file's chunk lost: verify fails (1) naming it (a shard, or the round's .metadata
@@ -298,7 +264,7 @@ def test_the_master_stopped_mid_burst_ends_the_run_bounded_and_named(
     master continues; the run's files are cleaned."""
     log = tmp_path / "run.log"
     job = start_in(moose.hosts, WRITER, suite(moose.target(2), *FAULT_RUN, WRITE_BURST), log)
-    wait_for_step(job, reached(moose, 2, "step-2"), "write/step-2")
+    wait_for_step(job, reached(writer_view(moose, 2), "step-2"), "write/step-2")
     moose.stop_master()
     try:
         code, out = ends(job, log)  # the master is still stopped: the run ended by itself
@@ -316,7 +282,7 @@ def test_the_master_stopped_mid_burst_ends_the_run_bounded_and_named(
     outputs: list[str] = []
 
     def cleaned() -> bool:
-        code, said = ckptgate(moose, WRITER, "clean", moose.target(2))
+        code, said = ckptgate(moose.hosts, WRITER, "clean", moose.target(2))
         outputs.append(said)
         return code == 0
 
@@ -324,4 +290,4 @@ def test_the_master_stopped_mid_burst_ends_the_run_bounded_and_named(
         wait_for(cleaned, 120, "ckptgate clean of /ckpt/goal2 after the master continued")
     except RuntimeError:
         pytest.fail(f"clean never succeeded; last said:\n{outputs[-1][-3000:]}")
-    assert kept_runs(moose, 2) == []
+    assert kept_runs(writer_view(moose, 2)) == []
