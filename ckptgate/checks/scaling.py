@@ -30,7 +30,7 @@ from ckptgate.checks.context import CheckContext
 from ckptgate.checks.metadata import register_storm
 from ckptgate.cluster.nodes import Nodes, on_first, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
-from ckptgate.engine.records import merge_nodes
+from ckptgate.engine.records import BurstResult, merge_nodes
 from ckptgate.projection.ceiling import NodeLimit
 from ckptgate.projection.projected import Projection, project
 from ckptgate.projection.ranks import MEANING as RANKS_MEANING
@@ -39,6 +39,7 @@ from ckptgate.projection.usl import mean_interval
 from ckptgate.sizing import Requirement, format_count, storm_file_count
 from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.fileplan import ShardFile, lanes
+from ckptgate.workloads.null_read import NULL_READ_WORDS, run_null_read
 from ckptgate.workloads.readback import run_readback
 from ckptgate.workloads.storm import (
     combine_phases,
@@ -201,6 +202,9 @@ class SweepResult:
     projection: Projection | None = None
     no_projection: str = ""
     """Why there is none (every node of the profile took part: the run's verdict speaks)."""
+    node_limits: dict[str, NodeLimit] = field(default_factory=dict)
+    """A node's own measured limit per metric (``ScalingSweep.node_limits``): what says
+    whether the trial's largest point was limited by its clients."""
 
     def series(self, ranks_per_node: int | None = None) -> dict[str, dict[int, list[float]]]:
         """metric -> node count -> repeats, at ``ranks_per_node`` (the run's by default)."""
@@ -257,6 +261,10 @@ class SweepResult:
             "verified_bytes": sum(p.verified_bytes for p in self.points),
             "projection": self.projection.to_json() if self.projection else None,
             "no_projection": self.no_projection,
+            "node_limits": {
+                metric: {"name": limit.name, "per_node": limit.per_node}
+                for metric, limit in self.node_limits.items()
+            },
             "ranks": {
                 "meaning": RANKS_MEANING,
                 "curves": [c.to_json() for c in ranks_curves(self.by_ranks())],
@@ -307,17 +315,38 @@ class ScalingSweep:
         files = storm_file_count(profile)
         return max(1, math.ceil(files / (ctx.nodes.count * ctx.pool.ranks)))
 
-    def node_limits(self) -> dict[str, NodeLimit]:
-        """A node's own measured limits, per metric: the write's is this node's generator-only
-        burst (the suite's own data path into a null sink, ``WriteCampaign.generator_burst``,
-        gathered from every node: its aggregate over the run's nodes)
-        where the write checklist already ran it; the sweep runs none of its own (a burst on
-        node 0 alone would not meet the other nodes' collectives)."""
-        if not self.campaign.generators:
-            return {}
-        rate = self.campaign.generator_burst().aggregate_bytes_per_s / self.ctx.nodes.count
-        name = "the suite's own data path on one node (stamping and write calls into a null sink)"
-        return {"write": NodeLimit(name, rate)}
+    def null_read(self) -> BurstResult:
+        """The null-source read (``ckptgate.workloads.null_read``) on every node of the run at
+        once, before the points: every node's part, merged, on node 0 (this node's
+        elsewhere)."""
+        ctx = self.ctx
+        timeout_s = ctx.restart_timeout_s
+        bursts = run_everywhere(
+            ctx.nodes,
+            timeout_s,
+            "the end of the sweep's null-source read",
+            lambda: run_null_read(
+                ctx.pool, ctx.target.spec, self.campaign.shards_in(""), timeout_s
+            ),
+        )
+        return merge_nodes("null read", bursts)
+
+    def node_limits(self, null_read: BurstResult) -> dict[str, NodeLimit]:
+        """A node's own measured limits, per metric, each an aggregate over the run's nodes
+        per node: the read's is the sweep's null-source read (``null_read``); the write's is
+        the generator-only burst (the suite's own data path into a null sink,
+        ``WriteCampaign.generator_burst``, gathered from every node) where the write checklist
+        already ran it; the sweep runs none of its own (a burst on node 0 alone would not meet
+        the other nodes' collectives)."""
+        count = self.ctx.nodes.count
+        limits = {"read": NodeLimit(NULL_READ_WORDS, null_read.aggregate_bytes_per_s / count)}
+        if self.campaign.generators:
+            rate = self.campaign.generator_burst().aggregate_bytes_per_s / count
+            name = (
+                "the suite's own data path on one node (stamping and write calls into a null sink)"
+            )
+            limits["write"] = NodeLimit(name, rate)
+        return limits
 
     def step_timeout_s(self) -> float:
         """How long a point may take: its write, read and storm deadlines and their checks."""
@@ -329,6 +358,9 @@ class ScalingSweep:
         ctx = self.ctx
         result = SweepResult(self.plan, ctx.plan.cluster_nodes)
         ctx.target.new_dir("sweep")
+        limits = self.node_limits(self.null_read())
+        if ctx.nodes.index == 0:
+            result.node_limits = limits
         points = [
             (n, r, i)
             for n in self.plan.node_counts
@@ -358,7 +390,7 @@ class ScalingSweep:
                 self.plan.words(ctx.plan.cluster_nodes),
                 grids=result.grids(),
                 ranks_per_node=self.plan.run_ranks,
-                node_limits=self.node_limits(),
+                node_limits=limits,
             )
         return result
 

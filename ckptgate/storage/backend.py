@@ -62,6 +62,12 @@ class BackendSpec:
         """The registered backend this spec opens (``auto`` decided by the protocol)."""
         return registry.resolve(self.backend, self.protocol)
 
+    def stand_in(self) -> BackendSpec:
+        """The same kind of backend on this node's own files, for a burst with no storage
+        behind it (the generator's null sink, the null-source read): this spec where the
+        target is local (its POSIX calls), fsspec's local files for any other."""
+        return self if self.is_local else BackendSpec("file", backend="fsspec")
+
     def open(self) -> Backend[Any]:
         """This process's backend for the spec (fsspec caches the filesystem instance)."""
         return registry.connect(self.resolved, self.protocol, self.storage_options)

@@ -98,8 +98,7 @@ def _sink(spec: BackendSpec, shard: ShardFile, sink: str) -> tuple[Writer[Any], 
     ``DISCARD_PATH`` (a local target's POSIX calls; fsspec's local files for any other)."""
     if sink == "target":
         return spec.open(), shard.path
-    discard = spec if spec.is_local else BackendSpec("file", backend="fsspec")
-    return discard.open(), DISCARD_PATH
+    return spec.stand_in().open(), DISCARD_PATH
 
 
 def write_shard_task(

@@ -163,6 +163,12 @@ def test_a_sweep_measures_every_point_and_projects_in_its_own_line(
     assert "; what limited the trial: " in write["reason"]
     assert write["ceiling"]["limiter"] in ("client", "none", "unknown")
     assert write["ceiling"]["saturated"] is False and write["ceiling"]["top_streams"] == 4
+    # each node's own limits, measured and kept: the read's from /dev/zero (the sweep's own
+    # null-source read, on every node), the write's from the write checklist's null sink
+    limits = scaling["node_limits"]
+    assert sorted(limits) == ["read", "write"], limits
+    assert "/dev/zero" in limits["read"]["name"] and limits["read"]["per_node"] > 0
+    assert "null sink" in limits["write"]["name"] and limits["write"]["per_node"] > 0
     # Its own line, right below the verdict, which it does not change.
     lines = out.splitlines()
     verdict_at = next(i for i, line in enumerate(lines) if line.startswith("VERDICT"))
