@@ -19,8 +19,10 @@ words are never ``qualified``: the run's verdict stands.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
+import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -31,7 +33,7 @@ from ckptgate.checks.metadata import register_storm
 from ckptgate.cluster.nodes import Nodes, on_first, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import BurstResult, merge_nodes
-from ckptgate.projection.ceiling import NodeLimit
+from ckptgate.projection.ceiling import GROWTH, NodeLimit
 from ckptgate.projection.projected import Projection, project
 from ckptgate.projection.ranks import MEANING as RANKS_MEANING
 from ckptgate.projection.ranks import ranks_curves
@@ -51,6 +53,9 @@ from ckptgate.workloads.storm import (
 from ckptgate.workloads.write_burst import run_write_burst
 
 SWEEP_MODES = ("none", "nodes")
+AUTO_RANKS = "auto"
+"""``--sweep-ranks auto``: ranks per node 1, 2, 4 ... up to the node's rank processes, at each
+node count until a doubling raises no metric (``SweepPlan.until_flat``)."""
 DEFAULT_REPEATS = 3
 """Repeats per point: the bootstrap's intervals need at least two; three show the spread."""
 
@@ -76,25 +81,37 @@ class SweepPlan:
     repeats: int
     run_ranks: int
     """The run's own ranks per node: the projection fits the points at this count."""
+    until_flat: bool = False
+    """At each node count, measure the ranks per node in order and stop where a doubling of
+    them raised no metric's aggregate by ``GROWTH`` (``more_streams_helped``): the storage or
+    the node gives no more to more streams there. The run's own count is measured always."""
 
     def words(self, cluster_nodes: int) -> str:
         counts = ", ".join(format_count(n) for n in self.node_counts)
         ranks = ", ".join(str(r) for r in self.ranks_per_node)
+        until = (
+            f" (each node count until a doubling of ranks raises no metric by {GROWTH:.0%})"
+            if self.until_flat
+            else ""
+        )
         return (
-            f"{counts} of {format_count(cluster_nodes)} nodes at {ranks} rank(s) per node, "
-            f"{self.repeats} repeat(s) each"
+            f"{counts} of {format_count(cluster_nodes)} nodes at {ranks} rank(s) per node"
+            f"{until}, {self.repeats} repeat(s) each"
         )
 
     def runs(self) -> int:
-        """Point repeats the plan measures: node counts x ranks per node x repeats."""
+        """Point repeats the plan measures at most: node counts x ranks per node x repeats
+        (``until_flat`` may stop a node count's ranks sooner)."""
         return len(self.node_counts) * len(self.ranks_per_node) * self.repeats
 
     def time_words(self, point_s: float, budget_s: float | None) -> str:
         """How long the plan takes, said before it starts (``point_s``: one repeat of one
         point at the profile's required rates, ``sweep_point_s``)."""
         budget = f" (--sweep-budget-s {budget_s:g})" if budget_s is not None else ""
+        most = "at most " if self.until_flat else ""
         return (
-            f"{self.runs()} point repeats, about {format_count(round(self.runs() * point_s))} s "
+            f"{most}{self.runs()} point repeats, about "
+            f"{format_count(round(self.runs() * point_s))} s "
             f"if the storage meets the profile's rates at every point{budget}; a slower "
             "storage takes longer, each repeat bounded by its deadlines"
         )
@@ -137,7 +154,7 @@ def within_budget(plan: SweepPlan, point_s: float, budget_s: float | None) -> Sw
                 "least that, or no budget"
             )
     counts = _spread(every, kept)
-    return SweepPlan(tuple(counts), plan.ranks_per_node, repeats, plan.run_ranks)
+    return dataclasses.replace(plan, node_counts=tuple(counts), repeats=repeats)
 
 
 def _spread(counts: Sequence[int], kept: int) -> list[int]:
@@ -149,16 +166,22 @@ def _spread(counts: Sequence[int], kept: int) -> list[int]:
 
 
 def plan_sweep(
-    mode: str, ranks: Sequence[int], repeats: int, node_count: int, pool_ranks: int
+    mode: str, ranks: Sequence[int] | str, repeats: int, node_count: int, pool_ranks: int
 ) -> SweepPlan | None:
     """The sweep the options ask for on this run (None: no sweep). ``--sweep=nodes`` sweeps
-    the node counts, ``--sweep-ranks`` alone the ranks per node on every node; the run's own
-    ranks per node are always among the ranks (the projection fits the points there). Raises
-    ``SweepError`` naming the option."""
+    the node counts, ``--sweep-ranks`` alone the ranks per node on every node (``auto``:
+    1, 2, 4 ... up to the node's ranks, until they stop helping: ``SweepPlan.until_flat``);
+    the run's own ranks per node are always among the ranks (the projection fits the points
+    there). Raises ``SweepError`` naming the option."""
     if mode not in SWEEP_MODES:
         raise SweepError(f"--sweep {mode}: allowed: {', '.join(SWEEP_MODES)}")
     if repeats < 1:
         raise SweepError(f"--sweep-repeats {repeats}: must be at least 1")
+    if isinstance(ranks, str):
+        if ranks != AUTO_RANKS:
+            raise SweepError(f"--sweep-ranks {ranks}: allowed: {AUTO_RANKS} or rank counts")
+        counts = doubling(node_count) if mode == "nodes" else (node_count,)
+        return SweepPlan(counts, doubling(pool_ranks), repeats, pool_ranks, until_flat=True)
     wrong = [r for r in ranks if not 1 <= r <= pool_ranks]
     if wrong:
         raise SweepError(
@@ -192,6 +215,25 @@ METRIC_FIELDS = {"write": "write_bytes_per_s", "read": "read_bytes_per_s", "crea
 """Each projected metric (``ckptgate.projection.projected.METRICS``) and its point field."""
 
 
+def more_streams_helped(points: Sequence[SweepPoint], nodes: int, ranks: int) -> bool:
+    """Whether ``ranks`` per node at ``nodes`` nodes raised any metric's mean aggregate by
+    ``GROWTH`` at least over the largest fewer ranks per node measured there (True where there
+    is none to compare: the first count). ``ckptgate.projection.ceiling``'s growth: a doubling
+    that raises the aggregate by less no longer scales."""
+    at_nodes = [p for p in points if p.nodes == nodes]
+    fewer = [p.ranks_per_node for p in at_nodes if p.ranks_per_node < ranks]
+    if not fewer:
+        return True
+    before = [p for p in at_nodes if p.ranks_per_node == max(fewer)]
+    now = [p for p in at_nodes if p.ranks_per_node == ranks]
+    for name in METRIC_FIELDS.values():
+        old = statistics.fmean(getattr(p, name) for p in before)
+        new = statistics.fmean(getattr(p, name) for p in now)
+        if new >= (1.0 + GROWTH) * old:
+            return True
+    return False
+
+
 @dataclass
 class SweepResult:
     """Every point of a sweep (on node 0), the plan, and the projection."""
@@ -202,6 +244,9 @@ class SweepResult:
     projection: Projection | None = None
     no_projection: str = ""
     """Why there is none (every node of the profile took part: the run's verdict speaks)."""
+    skipped: list[tuple[int, int]] = field(default_factory=list)
+    """(node count, ranks per node) left out by ``SweepPlan.until_flat``: fewer ranks per
+    node gave as much."""
     node_limits: dict[str, NodeLimit] = field(default_factory=dict)
     """A node's own measured limit per metric (``ScalingSweep.node_limits``): what says
     whether the trial's largest point was limited by its clients."""
@@ -261,6 +306,7 @@ class SweepResult:
             "verified_bytes": sum(p.verified_bytes for p in self.points),
             "projection": self.projection.to_json() if self.projection else None,
             "no_projection": self.no_projection,
+            "skipped": [{"nodes": n, "ranks_per_node": r} for n, r in self.skipped],
             "node_limits": {
                 metric: {"name": limit.name, "per_node": limit.per_node}
                 for metric, limit in self.node_limits.items()
@@ -361,22 +407,24 @@ class ScalingSweep:
         limits = self.node_limits(self.null_read())
         if ctx.nodes.index == 0:
             result.node_limits = limits
-        points = [
-            (n, r, i)
-            for n in self.plan.node_counts
-            for r in self.plan.ranks_per_node
-            for i in range(self.plan.repeats)
-        ]
-        for nodes, ranks, repeat in points:
-            point = on_first(
-                ctx.nodes,
-                nodes,
-                self.step_timeout_s(),
-                f"the end of the sweep point at {nodes} node(s), {ranks} rank(s)",
-                functools.partial(self.point, nodes=nodes, ranks=ranks, repeat=repeat),
-            )
-            if point is not None and ctx.nodes.index == 0:
-                result.points.append(point)
+        for nodes in self.plan.node_counts:
+            flat = False
+            for ranks in self.plan.ranks_per_node:
+                if flat and ranks != self.plan.run_ranks:
+                    result.skipped.append((nodes, ranks))
+                    continue
+                for repeat in range(self.plan.repeats):
+                    point = on_first(
+                        ctx.nodes,
+                        nodes,
+                        self.step_timeout_s(),
+                        f"the end of the sweep point at {nodes} node(s), {ranks} rank(s)",
+                        functools.partial(self.point, nodes=nodes, ranks=ranks, repeat=repeat),
+                    )
+                    if point is not None and ctx.nodes.index == 0:
+                        result.points.append(point)
+                if self.plan.until_flat and not flat:
+                    flat = self.stopped_helping(result, nodes, ranks)
         if ctx.nodes.index == 0 and max(self.plan.node_counts) >= ctx.plan.cluster_nodes:
             result.no_projection = (
                 "no projection: every node of the profile took part, so the run's own verdict "
@@ -393,6 +441,18 @@ class ScalingSweep:
                 node_limits=limits,
             )
         return result
+
+    def stopped_helping(self, result: SweepResult, nodes: int, ranks: int) -> bool:
+        """Whether the ranks per node stop at ``nodes`` nodes after ``ranks``: node 0 decides
+        from its points (``more_streams_helped``) and every node gets the same answer."""
+        helped = more_streams_helped(result.points, nodes, ranks) if result.points else True
+        _, stop = self.ctx.nodes.gather_decide(
+            not helped,
+            lambda said: bool(said[0]),
+            self.ctx.restart_timeout_s,
+            f"whether {ranks} rank(s) per node at {nodes} node(s) still raised the aggregate",
+        )
+        return stop
 
     def point(self, view: Nodes, nodes: int, ranks: int, repeat: int) -> SweepPoint | None:
         """One repeat on the first ``nodes`` nodes (``view``), ``ranks`` ranks each; the

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from ckptgate.checks.scaling import (
+    AUTO_RANKS,
     SweepError,
     SweepPlan,
     SweepPoint,
     SweepResult,
     doubling,
+    more_streams_helped,
     plan_sweep,
     sweep_point_s,
     within_budget,
@@ -195,3 +197,64 @@ def test_a_projected_pass_never_exits_0(sweep_target: Path, tmp_path: Path) -> N
     assert data["scaling"]["projection"]["word"] == "projected-pass"
     assert data["verdict"]["status"] == "trial"
     assert result.returncode == RunExit.TRIAL
+
+
+def _point(nodes: int, ranks: int, write: float, read: float, create: float) -> SweepPoint:
+    return SweepPoint(nodes, ranks, 1, 1, write, 1, read, 1, create, 1)
+
+
+def test_more_streams_help_while_a_doubling_raises_any_metric_by_fifteen_percent() -> None:
+    points = [
+        _point(1, 1, 100.0, 100.0, 10.0),
+        _point(1, 2, 180.0, 110.0, 10.0),  # the write still grew (x1.8)
+        _point(1, 4, 190.0, 120.0, 11.0),  # nothing grew by 15 %
+        _point(2, 1, 100.0, 100.0, 10.0),
+        _point(2, 2, 100.0, 100.0, 11.5),  # the creates did (x1.15)
+    ]
+    assert more_streams_helped(points, 1, 1)  # nothing to compare with
+    assert more_streams_helped(points, 1, 2)
+    assert not more_streams_helped(points, 1, 4)
+    assert more_streams_helped(points, 2, 2)
+
+
+def test_sweep_ranks_auto_doubles_to_the_nodes_ranks_until_they_stop_helping() -> None:
+    plan = plan_sweep("nodes", AUTO_RANKS, 3, node_count=8, pool_ranks=8)
+    assert plan is not None and plan.until_flat
+    assert (plan.node_counts, plan.ranks_per_node, plan.run_ranks) == ((1, 2, 4, 8),) * 2 + (8,)
+    assert "until a doubling of ranks raises no metric by 15%" in plan.words(64)
+    assert plan.time_words(10.0, None).startswith("at most 48 point repeats, about 480 s")
+    cut = within_budget(plan, 10.0, 200.0)
+    assert cut.until_flat and cut.runs() * 10.0 <= 200.0
+    with pytest.raises(SweepError, match="--sweep-ranks most: allowed: auto or rank counts"):
+        plan_sweep("nodes", "most", 3, node_count=8, pool_ranks=8)
+
+
+def test_an_auto_sweep_stops_a_node_counts_ranks_where_they_stopped_helping(
+    sweep_target: Path, tmp_path: Path
+) -> None:
+    """The real sweep with ``--sweep-ranks auto`` on a node of 8 ranks: the rank counts
+    measured are 1, 2, 4 in order up to the first that raised no metric by 15 % (whatever
+    this machine gives), the run's own 8 always; each one left out follows such a doubling,
+    and each one measured follows one that still helped."""
+    report = tmp_path / "report.json"
+    result = run_pytest(
+        "--profile=tmpfs", f"--target={sweep_target}", f"--report-json={report}", *SMALL,
+        *HUGE, "--set", "cluster.gpus_per_node=8", "--sweep-ranks=auto", "--sweep-repeats=1",
+        "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_scaling.py",
+    )  # fmt: skip
+    assert report.is_file(), result.stdout[-3000:] + result.stderr[-2000:]
+    assert ": at most 4 point repeats, about " in result.stdout, result.stdout[:3000]
+    scaling = json.loads(report.read_text())["scaling"]
+    assert scaling["plan"]["until_flat"] is True
+    points = [SweepPoint(**p) for p in scaling["points"]]
+    measured = [p.ranks_per_node for p in points]
+    skipped = [s["ranks_per_node"] for s in scaling["skipped"]]
+    assert sorted(measured + skipped) == [1, 2, 4, 8] and measured[0] == 1 and measured[-1] == 8
+    assert measured == sorted(measured)
+    for ranks in measured[1:-1]:  # measured because the count before it still helped
+        below = max(r for r in measured if r < ranks)
+        assert more_streams_helped(points, 1, below), (ranks, points)
+    if skipped:  # left out after the first doubling that helped no metric
+        stop = max(r for r in measured if r < skipped[0])
+        assert not more_streams_helped(points, 1, stop), (skipped, points)
+    assert not list(sweep_target.iterdir()), "the sweep left files behind"
