@@ -3,35 +3,16 @@ through the read calls of the target's kind of backend, from /dev/zero, and touc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from ckptgate.engine.pool import RankPool
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.null_read import NULL_READ_MIN_BYTES, run_null_read
 from ckptgate.workloads.write_burst import ShardFile
+from tests.workloads.proc_io import io_bytes
 
 MiB = 2**20
 LOCAL = BackendSpec("file")
-
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[RankPool]:
-    """Two rank processes for this module; stopped at its end."""
-    with RankPool(2) as ranks:
-        yield ranks
-
-
-def _read_bytes(pids: list[int]) -> int:
-    """Bytes the processes' read calls returned so far (/proc/PID/io ``rchar``)."""
-    total = 0
-    for pid in pids:
-        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-            if line.startswith("rchar:"):
-                total += int(line.split()[1])
-    return total
 
 
 def test_each_rank_reads_its_lanes_bytes_through_read_calls_and_no_file(
@@ -45,9 +26,9 @@ def test_each_rank_reads_its_lanes_bytes_through_read_calls_and_no_file(
         ShardFile(0, str(tmp_path / "__0_1.distcp"), big, 7, MiB),
         ShardFile(1, str(tmp_path / "__1_0.distcp"), small, 7, MiB),
     ]
-    before = _read_bytes(pool.pids())
+    before = io_bytes(pool.pids(), "rchar")
     burst = run_null_read(pool, LOCAL, shards, 60)
-    after = _read_bytes(pool.pids())
+    after = io_bytes(pool.pids(), "rchar")
     assert burst.kind == "null read"
     assert [r.bytes for r in burst.ranks] == [2 * big, NULL_READ_MIN_BYTES]
     assert after - before >= 2 * big + NULL_READ_MIN_BYTES  # every byte through read(2)

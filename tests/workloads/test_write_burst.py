@@ -3,10 +3,7 @@ generator's burst goes through the same write calls into a sink that discards.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from ckptgate.engine.datagen import BLOCK_BYTES
 from ckptgate.engine.pool import RankPool
@@ -17,26 +14,10 @@ from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.readback import file_records, run_readback
 from ckptgate.workloads.write_burst import ShardFile, WriteDetail, run_write_burst
 from tests.workloads import recording_tasks
+from tests.workloads.proc_io import io_bytes
 
 MiB = 2**20
 LOCAL = BackendSpec("file")
-
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[RankPool]:
-    """Two rank processes for this module; stopped at its end."""
-    with RankPool(2) as ranks:
-        yield ranks
-
-
-def _written_bytes(pids: list[int]) -> int:
-    """Bytes the processes passed to write calls so far (/proc/PID/io ``wchar``)."""
-    total = 0
-    for pid in pids:
-        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-            if line.startswith("wchar:"):
-                total += int(line.split()[1])
-    return total
 
 
 def test_the_load_generator_writes_through_the_client_path_into_a_discarding_sink(
@@ -44,9 +25,9 @@ def test_the_load_generator_writes_through_the_client_path_into_a_discarding_sin
 ) -> None:
     """Its null sink never called write, so a slow client write path went unseen."""
     shards = [ShardFile(g, str(tmp_path / f"__{g}_0.distcp"), 8 * MiB, 7, MiB) for g in (0, 1)]
-    before = _written_bytes(pool.pids())
+    before = io_bytes(pool.pids(), "wchar")
     burst = run_write_burst(pool, LOCAL, shards, 60, sink="null")
-    after = _written_bytes(pool.pids())
+    after = io_bytes(pool.pids(), "wchar")
     assert burst.total_bytes == 16 * MiB
     assert after - before >= 16 * MiB  # every byte went through write(2)
     assert list(tmp_path.iterdir()) == []  # and nowhere on the target
