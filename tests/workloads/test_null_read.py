@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ckptgate.engine.pool import RankPool
 from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.null_read import NULL_READ_MIN_BYTES, run_null_read
@@ -15,11 +17,14 @@ MiB = 2**20
 LOCAL = BackendSpec("file")
 
 
+@pytest.mark.parametrize("spec", [LOCAL, BackendSpec("memory")], ids=["posix", "fsspec-stand-in"])
 def test_each_rank_reads_its_lanes_bytes_through_read_calls_and_no_file(
-    pool: RankPool, tmp_path: Path
+    pool: RankPool, tmp_path: Path, spec: BackendSpec
 ) -> None:
     """Rank 0's lane is two files of 40 MiB (80 MiB, past the floor), rank 1's one small file
-    (read up to ``NULL_READ_MIN_BYTES``); none of them exists, and none is made."""
+    (read up to ``NULL_READ_MIN_BYTES``); none of them exists, and none is made. A target
+    that is not a local filesystem (fsspec's memory here, as S3) reads through fsspec's local
+    files."""
     big, small = 40 * MiB + 3, 5 * MiB
     shards = [
         ShardFile(0, str(tmp_path / "__0_0.distcp"), big, 7, MiB),
@@ -27,7 +32,7 @@ def test_each_rank_reads_its_lanes_bytes_through_read_calls_and_no_file(
         ShardFile(1, str(tmp_path / "__1_0.distcp"), small, 7, MiB),
     ]
     before = io_bytes(pool.pids(), "rchar")
-    burst = run_null_read(pool, LOCAL, shards, 60)
+    burst = run_null_read(pool, spec, shards, 60)
     after = io_bytes(pool.pids(), "rchar")
     assert burst.kind == "null read"
     assert [r.bytes for r in burst.ranks] == [2 * big, NULL_READ_MIN_BYTES]
