@@ -38,6 +38,7 @@ def markers_of_each_test(out: Path) -> dict[str, set[str]]:
     return {nodeid: set(names) for nodeid, names in found.items()}
 
 
+@pytest.mark.slow  # a second collection of every test, in a subprocess: 7 s
 def test_the_bed_tier_is_tests_beds_and_every_bed_test_names_its_beds(tmp_path: Path) -> None:
     tests = markers_of_each_test(tmp_path / "markers.json")
     beds = {nodeid for nodeid, names in tests.items() if BEDS_MARKER in names}

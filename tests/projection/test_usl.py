@@ -130,6 +130,7 @@ def noisy_curve(rng, lam, sigma, kappa, counts, noise=0.03, repeats=3):
     }
 
 
+@pytest.mark.slow  # 30 seeded trials, each bootstrapped: 7 s of the fast tier's 6 minutes
 def test_the_band_beyond_the_data_covers_the_truth_in_nine_trials_of_ten():
     # Fit on 1, 2, 4, 8 clients with 3 % noise per repeat; the truth at 16 (twice the data)
     # must lie in the band in at least 90 % of the trials that project. The parameter
