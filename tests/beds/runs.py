@@ -35,6 +35,9 @@ from tests.beds.hosts import HostBed
 ROOT = Path(__file__).resolve().parents[2]
 SAFETY_S = 900.0
 """A run of the checklist on a bed takes about two minutes on a busy 2-core machine."""
+CALL_S = 600.0
+"""A bounded call on a client that is not a fault run (a verify, a clean, a kept burst, a
+reader's look): ten minutes."""
 PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
 # Faults on a real system. A stall is named at 30 s: well past what rank processes take to
 # start on a machine loaded ten times over its cores (10 s was not), well within SAFETY_S.
@@ -95,7 +98,7 @@ def start_in(
 
 def ckptgate(hosts: HostBed, client: str, *args: str) -> tuple[int, str]:
     """``ckptgate ARGS`` on ``client`` (verify, clean): its status and output."""
-    return run_in(hosts, client, [sys.executable, "-m", "ckptgate", *args], 600)
+    return run_in(hosts, client, [sys.executable, "-m", "ckptgate", *args], CALL_S)
 
 
 def verdict_line(output: str) -> str:
@@ -139,7 +142,7 @@ def kept_burst(hosts: HostBed, client: str, target: str, root: Path) -> Path:
     """A write burst of one round on ``target``, run by ``client`` and kept (``--keep``); its
     run directory under ``root`` (the same target)."""
     argv = suite(target, "--keep", "--accept=trial", "--set", "run.rounds=1", WRITE_BURST)
-    code, out = run_in(hosts, client, argv, 600)
+    code, out = run_in(hosts, client, argv, CALL_S)
     assert code == 0, out[-4000:]
     (kept,) = kept_runs(root)
     return kept

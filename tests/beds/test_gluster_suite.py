@@ -27,6 +27,7 @@ import pytest
 
 from tests.beds.gluster import GlusterBed, gluster_bed
 from tests.beds.runs import (
+    CALL_S,
     burst_with_a_fault,
     ckptgate,
     cut_while,
@@ -95,7 +96,7 @@ def test_io_cache_serves_a_read_the_page_cache_calls_uncached_and_o_direct_goes_
     assert cached["served"] < FILE_BYTES // 10  # ... and the bricks did not serve it
     assert direct["direct"], direct["refused"]
     assert direct["served"] >= FILE_BYTES  # O_DIRECT: the bricks' again
-    run_in(gluster.hosts, WRITER, ["rm", "-f", path])
+    run_in(gluster.hosts, WRITER, ["rm", "-f", path], CALL_S)
 
 
 def test_a_restart_read_through_io_cache_is_refused_unless_read_with_o_direct(
@@ -110,7 +111,7 @@ def test_a_restart_read_through_io_cache_is_refused_unless_read_with_o_direct(
         report = tmp_path / f"direct-{direct}.json"
         args = ["--accept=trial", f"--report-json={report}", RESTART_READ]
         code, out = run_in(
-            gluster.hosts, READER, suite(target, *(["--direct"] if direct else []), *args)
+            gluster.hosts, READER, suite(target, *(["--direct"] if direct else []), *args), CALL_S
         )
         assert "Traceback" not in out, out[-4000:]
         # the header: the volume as the client's graph has it, and its data cache
@@ -175,7 +176,9 @@ def test_another_clients_rewrite_read_back_short_or_stale_is_named_with_file_and
     # would ask again), on replica the bytes (a read, which io-cache keeps).
     look = "os.stat(sys.argv[1])" if volume == "dist" else "open(sys.argv[1], 'rb').read()"
     reader = [sys.executable, "-c", f"import os, sys; {look}", as_named]
-    cut = cut_while(shard, volume == "dist", lambda: run_in(gluster.hosts, READER, reader)[0] == 0)
+    cut = cut_while(
+        shard, volume == "dist", lambda: run_in(gluster.hosts, READER, reader, CALL_S)[0] == 0
+    )
     run_dir = on_client(gluster, WRITER, volume, kept)
     code, out = ckptgate(gluster.hosts, WRITER, "verify", run_dir)
     assert code == 0, out  # the storage holds what the run wrote

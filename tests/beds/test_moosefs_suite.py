@@ -28,6 +28,7 @@ import pytest
 from tests.beds.hosts import wait_for
 from tests.beds.moosefs import MooseBed, moosefs_bed
 from tests.beds.runs import (
+    CALL_S,
     FAULT_RUN,
     STALLED,
     WRITE_BURST,
@@ -147,7 +148,7 @@ def test_mfscachemode_yes_keeps_pages_the_suite_sees_and_drops_so_reads_go_to_ch
     assert kept["served"] < FILE_BYTES // 10  # ... and served from there
     assert dropped["resident"] == 0.0  # the suite's drop takes it ...
     assert dropped["served"] >= FILE_BYTES  # ... and the read is the chunkservers' again
-    run_in(moose.hosts, WRITER, ["rm", "-f", path])
+    run_in(moose.hosts, WRITER, ["rm", "-f", path], CALL_S)
 
 
 def test_a_restart_read_with_mfscachemode_yes_is_the_chunkservers(
@@ -158,7 +159,7 @@ def test_a_restart_read_with_mfscachemode_yes_is_the_chunkservers(
     the chunkservers' and the items pass, no client cache named."""
     report = tmp_path / "report.json"
     argv = suite(moose.target(2), "--accept=trial", f"--report-json={report}", RESTART_READ)
-    code, out = run_in(moose.hosts, READER, argv)
+    code, out = run_in(moose.hosts, READER, argv, CALL_S)
     assert code == 0, out[-4000:]
     assert "moosefs.goal 2" in out and "moosefs.cachemode YES" in out, out[:4000]
     assert "ckptgate: client cache:" not in out
@@ -184,7 +185,7 @@ def test_another_clients_rewrite_read_back_short_is_named_with_file_and_offset(
     shard = largest_shard(kept)
     look = "os.stat(sys.argv[1])" if truncate else "open(sys.argv[1], 'rb').read()"
     reader = [sys.executable, "-c", f"import os, sys; {look}", as_named(moose, shard)]
-    cut = cut_while(shard, truncate, lambda: run_in(moose.hosts, READER, reader)[0] == 0)
+    cut = cut_while(shard, truncate, lambda: run_in(moose.hosts, READER, reader, CALL_S)[0] == 0)
     code, out = ckptgate(moose.hosts, WRITER, "verify", as_named(moose, kept))
     assert code == 0, out  # the storage holds what the run wrote
     code, out = ckptgate(moose.hosts, READER, "verify", as_named(moose, kept))

@@ -4,6 +4,7 @@ memory-backed directory (every point real, every byte verified, the projection i
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from ckptgate.checks.scaling import (
     sweep_point_s,
     within_budget,
 )
+from ckptgate.projection.projected import Projection
 from ckptgate.report.exitcodes import RunExit
 from tests.fixtures.test_plugin import SMALL, run_pytest
 
@@ -243,6 +245,7 @@ def test_an_auto_sweep_stops_a_node_counts_ranks_where_they_stopped_helping(
         "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_scaling.py",
     )  # fmt: skip
     assert report.is_file(), result.stdout[-3000:] + result.stderr[-2000:]
+    assert result.returncode == 0, result.stdout[-3000:]  # a trial, accepted: no item failed
     assert ": at most 4 point repeats, about " in result.stdout, result.stdout[:3000]
     scaling = json.loads(report.read_text())["scaling"]
     assert scaling["plan"]["until_flat"] is True
@@ -258,3 +261,28 @@ def test_an_auto_sweep_stops_a_node_counts_ranks_where_they_stopped_helping(
         stop = max(r for r in measured if r < skipped[0])
         assert not more_streams_helped(points, 1, stop), (skipped, points)
     assert not list(sweep_target.iterdir()), "the sweep left files behind"
+
+
+class _Projection:
+    """Enough of a ``Projection`` for the acceptance test's properties."""
+
+    def to_json(self) -> dict[str, object]:
+        return {"word": "undetermined", "line": "PROJECTION undetermined", "items": []}
+
+
+def test_the_sweeps_acceptance_test_counts_the_points_an_auto_sweep_left_out() -> None:
+    """``ckptgate/acceptance/test_scaling.py`` asks for every planned point but those
+    ``skipped``: an auto sweep that left one out is not a failed item, and one that lost a
+    point it planned still is."""
+    from ckptgate.acceptance.test_scaling import test_scaling_sweep as acceptance
+
+    plan = plan_sweep("none", AUTO_RANKS, 2, node_count=1, pool_ranks=8)
+    assert plan is not None and plan.ranks_per_node == (1, 2, 4, 8)
+    result = SweepResult(plan, cluster_nodes=4)
+    result.points = [_point(1, r, 1.0, 1.0, 1.0) for r in (1, 2, 8) for _ in range(2)]
+    result.skipped = [(1, 4)]
+    result.projection = typing.cast(Projection, _Projection())
+    acceptance(result, lambda name, value: None)  # passes: 4 was left out, and listed
+    result.skipped = []
+    with pytest.raises(AssertionError):
+        acceptance(result, lambda name, value: None)  # a planned point missing
