@@ -28,11 +28,13 @@ from ckptgate.sizing import (
 from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.fileplan import (
     METADATA_NAME,
+    NULL_BURST_MIN_BYTES,
     FilePlan,
     commit_files,
     dcp_plan,
     lanes,
     named_plan,
+    null_burst_files,
     shard_files,
 )
 from ckptgate.workloads.readback import Verification, merge_verifications, run_readback
@@ -41,7 +43,7 @@ from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
 GENERATOR_HEADROOM = 2.0
 """The load generator must outrun the target at least this much, or we timed ourselves."""
-GENERATOR_MIN_BYTES = 64 * 2**20
+GENERATOR_MIN_BYTES = NULL_BURST_MIN_BYTES
 """Each rank's generator-only burst writes at least this much (into a discarding sink)."""
 GENERATOR_RUNS = 3
 """Generator-only bursts before the rounds (one more between each two rounds); the best one
@@ -359,12 +361,7 @@ class WriteCampaign:
         """Generator-only bursts of this node's ranks, each at least ``GENERATOR_MIN_BYTES``
         per rank: a burst of a few megabytes (a trial's capped shard) lasts milliseconds, which
         a busy moment of the machine decides, not the generator."""
-        shards = [
-            dataclasses.replace(
-                lane[0], bytes=max(sum(s.bytes for s in lane), GENERATOR_MIN_BYTES), stamp_offset=0
-            )
-            for lane in lanes(self.shards_in(""), self.ctx.pool.ranks)
-        ]
+        shards = null_burst_files(lanes(self.shards_in(""), self.ctx.pool.ranks))
         for _ in range(runs):
             self.generators.append(self._burst(shards, "null"))
 

@@ -404,9 +404,9 @@ class ScalingSweep:
         ctx = self.ctx
         result = SweepResult(self.plan, ctx.plan.cluster_nodes)
         ctx.target.new_dir("sweep")
-        limits = self.node_limits(self.null_read())
+        null_read = self.null_read()  # every node takes part; node 0 has every node's
         if ctx.nodes.index == 0:
-            result.node_limits = limits
+            result.node_limits = self.node_limits(null_read)
         for nodes in self.plan.node_counts:
             flat = False
             for ranks in self.plan.ranks_per_node:
@@ -438,14 +438,14 @@ class ScalingSweep:
                 self.plan.words(ctx.plan.cluster_nodes),
                 grids=result.grids(),
                 ranks_per_node=self.plan.run_ranks,
-                node_limits=limits,
+                node_limits=result.node_limits,
             )
         return result
 
     def stopped_helping(self, result: SweepResult, nodes: int, ranks: int) -> bool:
         """Whether the ranks per node stop at ``nodes`` nodes after ``ranks``: node 0 decides
         from its points (``more_streams_helped``) and every node gets the same answer."""
-        helped = more_streams_helped(result.points, nodes, ranks) if result.points else True
+        helped = more_streams_helped(result.points, nodes, ranks)  # elsewhere: no points
         _, stop = self.ctx.nodes.gather_decide(
             not helped,
             lambda said: bool(said[0]),

@@ -28,6 +28,7 @@ than local processes still writes every file once.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -260,3 +261,23 @@ def lanes(files: Sequence[ShardFile], count: int) -> list[list[ShardFile]]:
         loads[lane] += sum(f.bytes for f in group)
     out = [[f for group in sorted(d, key=lambda g: g[0].global_rank) for f in group] for d in dealt]
     return sorted(out, key=lambda lane: lane[0].global_rank)
+
+
+NULL_BURST_MIN_BYTES = 64 * 2**20
+"""Each rank of a burst with no storage behind it (the generator's null sink, the null-source
+read) moves at least this much: a trial's capped lane of a few megabytes would last
+milliseconds, which a busy moment of the machine decides, not the path measured."""
+
+
+def null_burst_files(groups: Sequence[Sequence[ShardFile]]) -> list[ShardFile]:
+    """One file per lane (``lanes``) for a burst with no storage behind it: the lane's first
+    file (its rank, stamp and transfer size) holding the whole lane's bytes, at least
+    ``NULL_BURST_MIN_BYTES``, stamped from offset 0."""
+    return [
+        dataclasses.replace(
+            lane[0],
+            bytes=max(sum(f.bytes for f in lane), NULL_BURST_MIN_BYTES),
+            stamp_offset=0,
+        )
+        for lane in groups
+    ]

@@ -31,7 +31,7 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.workloads.fileplan import ShardFile, lanes
+from ckptgate.workloads.fileplan import NULL_BURST_MIN_BYTES, ShardFile, lanes, null_burst_files
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.range_reader import RangeReader
 from ckptgate.workloads.write_burst import lane_label
@@ -39,9 +39,8 @@ from ckptgate.workloads.write_burst import lane_label
 NULL_SOURCE_PATH = "/dev/zero"
 """Where the null-source read reads: endless zeros, from the kernel, on every Linux node."""
 
-NULL_READ_MIN_BYTES = 64 * 2**20
-"""Each rank reads at least this much: a trial's capped lane of a few megabytes would last
-milliseconds, which a busy moment of the machine decides, not the read path."""
+NULL_READ_MIN_BYTES = NULL_BURST_MIN_BYTES
+"""Each rank reads at least this much (``fileplan.null_burst_files``)."""
 
 NULL_READ_WORDS = (
     "the suite's own read path on one node (read calls from /dev/zero into the buffers)"
@@ -73,10 +72,7 @@ def run_null_read(
     """The null-source read of this node's ranks: each rank as many bytes as its lane of
     ``shards`` holds (at least ``NULL_READ_MIN_BYTES``), in its transfers."""
     groups = lanes(shards, pool.ranks)
-    plan = [
-        dataclasses.replace(lane[0], bytes=max(sum(f.bytes for f in lane), NULL_READ_MIN_BYTES))
-        for lane in groups
-    ]
+    plan = null_burst_files(groups)
     expect = Expected(
         "null read", rank_bytes=tuple(f.bytes for f in plan), rank_files=(1,) * len(plan)
     )
