@@ -49,8 +49,8 @@ def test_the_bed_tier_is_tests_beds_and_every_bed_test_names_its_beds(tmp_path: 
     assert unnamed == [], "its bed module is missing from tests/beds/__init__.py's BED_MARKERS"
     assert not any(tests[nodeid] & per_bed for nodeid in tests.keys() - beds)
     assert {n for n in beds if {"slurm", "ceph"} <= tests[n]} == {
-        n for n in beds if n.startswith("tests/beds/test_slurm_ceph.py::")
-    }
+        n for n in beds if n.startswith("tests/beds/test_ceph_suite.py::")
+    }  # the Ceph module builds the Slurm bed too, for its srun tests
     assert all({"fuse"} <= tests[n] for n in beds if n.startswith("tests/beds/test_faultfs.py::"))
     slow = {nodeid for nodeid, names in tests.items() if "slow" in names} - beds
     fast = tests.keys() - beds - slow

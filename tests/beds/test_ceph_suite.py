@@ -7,6 +7,13 @@ half a minute); the tests that kill a daemon bring the cluster back to health be
 and the one that loses data does it on a pool of its own (``single``, size 1) that no other
 test writes to.
 
+The cluster has three clients: the checklist and the faults run on the first, and the README's
+headline launch, srun over all three (the Slurm bed, ``tests.beds.slurm``, laid over the same
+host bed: slurmctld in head, a slurmd in each client's namespaces), gives one qualified report
+from CephFS and one from RGW. That is one cluster where a module of its own for the srun tests
+started a second; the Slurm bed lives only while its tests run, so that no slurmd is among the
+client's processes when a fault test counts them.
+
 The checklist runs as a user runs it, inside the client's namespaces; faults are waited for
 through the run directory and the daemons' state, never through a wall-clock race: each
 real timeout here is a generous safety net.
@@ -14,6 +21,7 @@ real timeout here is a generous safety net.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -40,6 +48,8 @@ from tests.beds.runs import (
     verdict_line,
     wait_for_step,
 )
+from tests.beds.slurm import SlurmBed, slurm_bed
+from tests.beds.test_slurm import srun_qualified
 
 CLIENT = "node0"
 S3_ENV = {
@@ -53,8 +63,10 @@ S3_ENV = {
 
 @pytest.fixture(scope="module")
 def ceph() -> Iterator[CephBed]:
-    """One cluster for the module (started once, torn down after the last test)."""
-    with ceph_bed(clients=1, osds=2, rgw=True) as bed:
+    """One cluster for the module (started once, torn down after the last test), with three
+    clients: ``node0`` (``CLIENT``) runs the checklist and the faults, all three the srun
+    tests."""
+    with ceph_bed(clients=3, osds=2, rgw=True) as bed:
         yield bed
 
 
@@ -97,6 +109,49 @@ def test_the_checklist_is_green_on_rgw(ceph: CephBed, tmp_path: Path) -> None:
     assert (data["object_store"], data["fs_type"]) == ("S3", "s3")
     assert json.loads(s3_call(ceph, "print(json.dumps(fs.find(sys.argv[2])))", bucket)) == []
     ceph.rgw_collect_garbage()  # the room the deleted objects held, for the next test
+
+
+@pytest.fixture(scope="class")
+def slurm(ceph: CephBed) -> Iterator[SlurmBed]:
+    """The Slurm bed on the cluster's hosts, the target the CephFS mount every client sees at
+    the same path; torn down after the srun class's tests."""
+    view = ceph.client_path(CLIENT)
+    with slurm_bed(ceph.hosts, target=ceph.mount_point, target_view=view) as bed:
+        yield bed
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("mpi4py") is None, reason="needs mpi4py: pip install 'ckptgate[mpi]'"
+)
+class TestSrunOnThreeClients:
+    """The README's headline launch on the storage its users buy: srun over the three client
+    hosts, each with CephFS mounted through ceph-fuse (and each reaching RGW), one qualified
+    report with every host."""
+
+    def test_srun_on_three_cephfs_clients_gives_one_qualified_report(
+        self, ceph: CephBed, slurm: SlurmBed, tmp_path: Path
+    ) -> None:
+        data = srun_qualified(slurm, tmp_path / "report.json", timeout_s=900)
+        assert (slurm.target, data["fs_type"]) == (ceph.mount_point, "fuse.ceph-fuse")
+
+    def test_srun_on_three_clients_gives_one_qualified_report_on_rgw(
+        self, ceph: CephBed, slurm: SlurmBed, tmp_path: Path
+    ) -> None:
+        """The same launch against RADOS Gateway's S3 from all three clients (s3fs, the keys
+        as storage options); the bucket is empty afterwards."""
+        bucket = "srun"
+        s3_call(ceph, "fs.mkdir(sys.argv[2])", bucket)
+        data = srun_qualified(
+            slurm,
+            tmp_path / "report.json",
+            timeout_s=900,
+            target=f"s3://{bucket}/qualify",
+            options=ceph.s3_option_args(),
+            env=S3_ENV,
+        )
+        assert (data["object_store"], data["fs_type"]) == ("S3", "s3")
+        assert json.loads(s3_call(ceph, "print(json.dumps(fs.find(sys.argv[2])))", bucket)) == []
+        ceph.rgw_collect_garbage()  # the room the deleted objects held, for the next test
 
 
 def start_on(bed: CephBed, argv: list[str], log: Path) -> subprocess.Popen[str]:
