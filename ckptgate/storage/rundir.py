@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from fsspec import AbstractFileSystem
 
+from ckptgate.engine.interrupts import signals_postponed
 from ckptgate.storage.appender import BoundedAppend, ManifestSink, StoreRewrite
 from ckptgate.storage.errors import TargetError
 from ckptgate.storage.fsfacts import is_local
@@ -120,19 +121,24 @@ class RunDirectory:
         """Make the session's new run directory and node 0's manifest part in it; refuse a
         read-only or unwritable target. ``run_id`` and ``nodes`` go into the manifest."""
         path = f"{self.root}/{run_dir_name()}" if self.root != "/" else f"/{run_dir_name()}"
-        made = False
         try:
+            # Made and recorded as one step: a cancel between the two would leave a directory
+            # that the cleanup on the way out does not know (seen in CI: a SIGTERM during the
+            # probe below). The cancel takes effect once the directory is recorded.
+            with signals_postponed():
+                if self.local:
+                    os.mkdir(path)  # fails if it exists: the directory is ours alone
+                else:
+                    self.fs.makedirs(path, exist_ok=False)
+                self.run_dir = path
+                self.dirs.append(path)
             if self.local:
-                os.mkdir(path)  # fails if it exists: the directory is ours alone
-                made = True
                 probe = Path(path, ".ckptgate-probe")
                 try:
                     with open(probe, "wb") as handle:
                         handle.write(b"ckptgate")
                 finally:  # also on an interrupt: nothing of the probe stays
                     probe.unlink(missing_ok=True)
-            else:
-                self.fs.makedirs(path, exist_ok=False)
         except OSError as error:
             reasons: dict[int | None, str | None] = {
                 errno.EROFS: "read-only",
@@ -141,11 +147,12 @@ class RunDirectory:
                 errno.EDQUOT: "over quota",
             }
             reason = reasons.get(error.errno, error.strerror)
-            if made and not os.listdir(path):
-                os.rmdir(path)  # ours, made a moment ago, and empty
+            if self.run_dir == path:  # ours, made a moment ago: gone again if still empty
+                self.run_dir = None
+                self.dirs.remove(path)
+                if not os.listdir(path):
+                    os.rmdir(path)
             raise TargetError(f"--target {self.url}: {reason} ({error.strerror})") from None
-        self.run_dir = path
-        self.dirs.append(path)
         self._open_manifest(0, run_id, nodes)
         if self.manifest is not None:
             self.manifest.add_dirs([path])

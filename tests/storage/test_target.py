@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,38 @@ def test_a_rank_gets_a_target_without_the_manifest_or_the_lease(tmp_path: Path) 
         report = target.cleanup()
         target.close()
     assert report.removed_dirs == 1 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("moment", ["after the mkdir", "during the probe"])
+def test_a_cancel_while_the_run_directory_is_made_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moment: str
+) -> None:
+    """A batch scheduler's SIGTERM between the mkdir and the run directory's being recorded
+    (seen in CI: during the probe write) still has the cleanup on the way out remove it."""
+    from ckptgate.benchmarks.command import run_in_directory
+    from ckptgate.engine.interrupts import sigterm_unwinds
+    from ckptgate.storage import rundir
+
+    def cancelled(call, *, after: bool):  # the scheduler's SIGTERM, with the real call
+        def wrapped(*args, **kwargs):
+            if not after:
+                signal.raise_signal(signal.SIGTERM)
+            made = call(*args, **kwargs)
+            if after:
+                signal.raise_signal(signal.SIGTERM)
+            return made
+
+        return wrapped
+
+    if moment == "after the mkdir":
+        monkeypatch.setattr(rundir.os, "mkdir", cancelled(os.mkdir, after=True))
+    else:
+        monkeypatch.setattr(rundir, "open", cancelled(open, after=False), raising=False)
+    previous = signal.getsignal(signal.SIGTERM)
+    sigterm_unwinds()
+    try:
+        status = run_in_directory(str(tmp_path), "the test", lambda target: None)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert status == 130
+    assert list(tmp_path.iterdir()) == []
