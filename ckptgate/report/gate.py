@@ -170,8 +170,25 @@ def json_text(data: dict[str, Any]) -> str:
     16,384 ranks writes every rank's record of every burst, and two-space indentation made
     the file a third whitespace (``ckptgate bench scale``). One ``json.dumps``: ``json.dump``
     to a file encodes in Python, ``dumps`` in the C encoder (about a fifth of the time for
-    65,536 records; the text is the file's size in memory, tens of MB)."""
-    return json.dumps(data, separators=(",", ":"), default=_json_default)
+    65,536 records; the text is the file's size in memory, tens of MB).
+
+    A string that is a path inside the run directory (``data["run_dir"]``) is written relative
+    to it (``write/step-1/__0_0.distcp``): the records name every file of every rank, and the
+    run directory's prefix repeated in each (45 to 90 characters, by the target's path) was a
+    fifth of a 16,384-rank report and made its size depend on where the target is mounted."""
+    text = json.dumps(data, separators=(",", ":"), default=_json_default)
+    return relative_to_run_dir(text, data.get("run_dir"))
+
+
+def relative_to_run_dir(text: str, run_dir: object) -> str:
+    """``text`` (JSON) with every string value that begins with ``run_dir`` and a slash
+    written without them. Matched on the encoded text, at a string's opening quote only, with
+    ``run_dir`` encoded as ``json.dumps`` encodes it (escapes included): a path elsewhere in
+    a string (an item's message) and ``run_dir`` itself stay whole."""
+    if not isinstance(run_dir, str) or not run_dir.strip("/"):
+        return text
+    encoded = json.dumps(run_dir.rstrip("/"))[:-1]  # the opening quote and the escaped path
+    return text.replace(encoded + "/", '"')
 
 
 def write_report_json(data: dict[str, Any], path: str) -> None:

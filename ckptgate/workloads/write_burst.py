@@ -38,6 +38,7 @@ from ckptgate.engine.records import (
     RankResult,
     records_from_results,
     run_ranks,
+    to_ns,
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
@@ -179,7 +180,7 @@ def write_shard_task(
         generate_ns += stamping_ns
         latencies.append(latency)
         written += offset
-        reports.append(FileWritten(shard.path, offset, shard.index, closed_at - opened_at))
+        reports.append(FileWritten(shard.path, offset, shard.index, to_ns(closed_at - opened_at)))
     progress(files=len(files), phase="done")
     return phases.result(
         files[0].global_rank,

@@ -56,3 +56,53 @@ def test_a_records_times_are_kept_to_the_nanosecond():
     assert data["start_s"] == 0.3 and data["write_s"] == 0.4
     assert repr(data["end_s"]) == "0.7"
     assert data["total_s"] == 0.4
+
+
+def _report_of(run_dir: str) -> dict[str, object]:
+    """A report whose write record names two files in ``run_dir`` and one in a sibling
+    directory whose name ``run_dir`` begins, and whose item message holds a path."""
+    return {
+        "run_dir": run_dir,
+        "target": run_dir.rsplit("/", 1)[0],
+        "items": [{"message": f"read {run_dir}/read/__0_0.distcp from the cache"}],
+        "write": {
+            "ranks": [
+                {
+                    "path": f"{run_dir}/write/step-1/__0_0.distcp",
+                    "files": [{"path": f"{run_dir}/write/step-1/__0_0.distcp", "bytes": 1}],
+                    "ranges": [[f"{run_dir}/write/step-1/__1_0.distcp", 0, 1]],
+                    "other": f"{run_dir}-2/write/__0_0.distcp",
+                }
+            ]
+        },
+    }
+
+
+def test_paths_inside_the_run_directory_are_written_relative_to_it(tmp_path: Path):
+    run_dir = "/lustre/scratch/ckpt/ckptgate-20261206T160852Z-node0001-704236"
+    path = tmp_path / "run.json"
+    write_report_json(_report_of(run_dir), str(path))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    record = data["write"]["ranks"][0]
+    assert record["path"] == record["files"][0]["path"] == "write/step-1/__0_0.distcp"
+    assert record["ranges"] == [["write/step-1/__1_0.distcp", 0, 1]]
+    assert record["other"] == f"{run_dir}-2/write/__0_0.distcp"  # not inside the run directory
+    assert data["run_dir"] == run_dir and data["target"] == "/lustre/scratch/ckpt"
+    assert data["items"][0]["message"] == f"read {run_dir}/read/__0_0.distcp from the cache"
+
+
+def test_a_run_directory_that_json_escapes_is_matched_as_encoded(tmp_path: Path):
+    run_dir = '/mnt/réseau "a"\\b/ckptgate-1'  # non-ASCII, a quote and a backslash
+    path = tmp_path / "run.json"
+    write_report_json(_report_of(run_dir), str(path))
+    record = json.loads(path.read_text(encoding="utf-8"))["write"]["ranks"][0]
+    assert record["path"] == "write/step-1/__0_0.distcp"
+    assert record["other"] == f"{run_dir}-2/write/__0_0.distcp"
+
+
+def test_a_report_without_a_run_directory_keeps_its_paths(tmp_path: Path):
+    data = _report_of("/dev/shm/ckptgate-1")
+    del data["run_dir"]
+    path = tmp_path / "run.json"
+    write_report_json(data, str(path))
+    assert json.loads(path.read_text(encoding="utf-8")) == data
