@@ -16,6 +16,7 @@ from ckptgate.engine.records import (
     RankRecord,
     RankResult,
     detail_as,
+    merge_nodes,
     records_from_results,
     returned_as,
     run_ranks,
@@ -137,3 +138,53 @@ def test_a_record_read_as_another_workloads_detail_is_refused_by_name() -> None:
         detail_as(record, OtherDetail)
     with pytest.raises(TypeError, match="rank 9 carries NoneType, not Listed"):
         returned_as(result(), Listed)  # the task returned nothing to its driver
+
+
+@dataclasses.dataclass(frozen=True)
+class _File:
+    path: str
+    bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class NestedDetail(RankDetail):
+    """A detail with every shape a workload's has: nested dataclasses in a tuple, a dict,
+    None, a list of lists."""
+
+    files: tuple[_File, ...]
+    cache: dict[str, float | None]
+    refused: str | None
+    ranges: tuple[tuple[str, int, int], ...]
+
+
+def test_a_details_json_is_what_asdict_makes_with_tuples_as_lists() -> None:
+    detail = NestedDetail(
+        (_File("a", 1), _File("b", 2)), {"hit": 0.5, "miss": None}, None, (("a", 0, 1),)
+    )
+    expected = dataclasses.asdict(detail)
+    expected["files"] = list(expected["files"])
+    expected["ranges"] = [list(r) for r in expected["ranges"]]
+    assert detail.to_json() == expected
+
+
+def test_merging_nodes_tags_each_record_with_its_node_and_changes_no_record() -> None:
+    def burst(node_host: str) -> BurstResult:
+        return BurstResult(
+            "write",
+            tuple(
+                RankRecord(
+                    r, r, node_host, 10, 0.1, 0.2, {"write": 0.1}, rank_tasks.MarkerDetail(r)
+                )
+                for r in range(2)
+            ),
+        )
+
+    bursts = [burst("a"), burst("b"), burst("c")]
+    merged = merge_nodes("write", bursts)
+    expected = [dataclasses.replace(r, node=n) for n, b in enumerate(bursts) for r in b.ranks]
+    assert list(merged.ranks) == expected
+    assert [r.node for r in merged.ranks] == [0, 0, 1, 1, 2, 2]
+    assert all(r.node == 0 for b in bursts for r in b.ranks)  # the nodes' own records unchanged
+    assert merged.ranks[2].detail is bursts[1].ranks[0].detail  # a shallow copy, as replace's
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        merged.ranks[2].node = 5  # type: ignore[misc]
