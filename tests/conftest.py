@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{BEDS_MARKER}: {BEDS_HELP}")
     for marker, text in BED_MARKERS.values():
         config.addinivalue_line("markers", f"{marker}: {text}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ctrl_c_as_python_default() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` while the suite's own tests run, and every process
+    they start sees Ctrl-C, whatever this process inherited: a job started in the background by
+    a non-interactive shell (``pytest &``, ``nohup``, a CI runner's step) begins with SIGINT
+    ignored, an ignored signal stays ignored across ``exec``, and the tests that send SIGINT
+    (to themselves or to a run they started) would see nothing happen. A handled signal is
+    reset to its default in a child at ``exec``, so children see SIGINT too. A run of the
+    acceptance tests alone (a user's) does not load this file."""
+    inherited = signal.getsignal(signal.SIGINT)
+    if inherited != signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 @pytest.fixture(params=["tmp_path", "dev-shm"])

@@ -5,11 +5,16 @@ Each test raises a real signal in this process (``signal.raise_signal``), never 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from ckptgate.engine.interrupts import signals_deferred, signals_postponed, sigterm_unwinds
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -54,3 +59,19 @@ def test_a_signal_in_the_cleanup_is_ignored_not_delivered_after(unwinding: None)
         signal.raise_signal(signal.SIGTERM)
     with pytest.raises(KeyboardInterrupt):  # the handler is back
         signal.raise_signal(signal.SIGTERM)
+
+
+def test_the_signal_tests_pass_in_a_run_started_with_ctrl_c_ignored() -> None:
+    """A background job of a non-interactive shell starts with SIGINT ignored (CI's lanes under
+    ``nohup`` did): before tests/conftest.py's ``ctrl_c_as_python_default``, the SIGINT cases
+    here saw no ``KeyboardInterrupt`` and failed for how the suite was started."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
+         "-k", "not ctrl_c_ignored"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:]
