@@ -7,6 +7,7 @@ interval, never an absolute time (benchmarks/README.md, "What is compared").
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import time
@@ -69,13 +70,17 @@ def timed_pairs(
 
     The suite runs first on even repeats and the peer first on odd ones: whatever the first
     run leaves behind (a storage cache below the client warmed by its reads, a device still
-    writing back) then falls on each side alike. Each side starts after ``settle_s`` of idle
-    time: a target that throttles with a burst allowance (a cloud or virtual disk) then
-    starts each run with the same allowance, instead of the second run of a pair finding it
-    spent.
+    writing back) then falls on each side alike. Each side starts after a ``sync()`` (what
+    the run before left dirty, its journal and an ext4 ``discard`` of what it removed,
+    written back before the clock starts, not in the next run's time: without it, on ext4
+    mounted with ``discard``, a 2-rank create run right after the suite's own ran at half
+    mdtest's rate; benchmarks/README.md, issue 33) and ``settle_s`` of idle time: a target
+    that throttles with a burst allowance (a cloud or virtual disk) then starts each run
+    with the same allowance, instead of the second run of a pair finding it spent.
     """
 
     def settled(run: Callable[[str], Any], tag: str) -> Any:
+        os.sync()
         time.sleep(settings.settle_s)
         return run(tag)
 

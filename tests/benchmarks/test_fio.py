@@ -243,8 +243,11 @@ def test_the_median_interval_is_tight_for_steady_ratios_and_wide_for_noisy_ones(
     assert pairs.bootstrap_median_interval([2.0]) == (2.0, 2.0)
 
 
-def test_timed_pairs_alternate_who_goes_first_and_leave_out_the_warmup():
+def test_timed_pairs_alternate_who_goes_first_and_leave_out_the_warmup(
+    monkeypatch: pytest.MonkeyPatch,
+):
     calls: list[str] = []
+    monkeypatch.setattr(pairs.os, "sync", lambda: calls.append("sync"))
 
     def side(name):
         def run(tag):
@@ -256,12 +259,13 @@ def test_timed_pairs_alternate_who_goes_first_and_leave_out_the_warmup():
     settings = compare.BenchSettings(warmup=1, repeats=3, settle_s=0.0)
     got = list(pairs.timed_pairs(settings, "w", side("suite"), side("fio")))
     assert got == [("suite", "fio", "suite"), ("suite", "fio", "peer"), ("suite", "fio", "suite")]
-    assert calls == [
+    assert calls[1::2] == [
         "fio:warmup1", "suite:warmup1",
         "suite:w0", "fio:w0",
         "fio:w1", "suite:w1",
         "suite:w2", "fio:w2",
     ]  # fmt: skip
+    assert calls[::2] == ["sync"] * 8  # every run starts with what the one before left synced
 
 
 def test_the_settings_are_the_command_line_s_defaults_and_its_options():
