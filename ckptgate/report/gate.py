@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,13 +183,20 @@ def json_text(data: dict[str, Any]) -> str:
 
 def relative_to_run_dir(text: str, run_dir: object) -> str:
     """``text`` (JSON) with every string value that begins with ``run_dir`` and a slash
-    written without them. Matched on the encoded text, at a string's opening quote only, with
-    ``run_dir`` encoded as ``json.dumps`` encodes it (escapes included): a path elsewhere in
-    a string (an item's message) and ``run_dir`` itself stay whole."""
+    written without them. Matched on the encoded text, at a string's opening quote only (a
+    quote inside a string is encoded ``\\"``: one after a backslash is never matched), with
+    ``run_dir`` encoded as ``json.dumps`` encodes it (escapes included), and only where a name
+    follows the slash: a path elsewhere in a string (an item's message, quoted or not),
+    ``run_dir`` itself with or without its trailing slash, and ``run_dir//x`` stay whole."""
     if not isinstance(run_dir, str) or not run_dir.strip("/"):
         return text
-    encoded = json.dumps(run_dir.rstrip("/"))[:-1]  # the opening quote and the escaped path
-    return text.replace(encoded + "/", '"')
+    encoded = json.dumps(run_dir.rstrip("/"))[1:-1]  # the escaped path, without its quotes
+    prefix = f'"{encoded}/'
+    if f"\\{prefix}" in text or f'{prefix}"' in text or f"{prefix}/" in text:
+        # the rare cases the plain replacement would get wrong (it is 6 times faster, and
+        # node 0 runs this over the whole report: about 50 MB at 2,048 nodes)
+        return re.sub(r'(?<!\\)"' + re.escape(encoded) + r'/(?=[^"/])', '"', text)
+    return text.replace(prefix, '"')
 
 
 def write_report_json(data: dict[str, Any], path: str) -> None:

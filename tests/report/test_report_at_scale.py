@@ -106,3 +106,20 @@ def test_a_report_without_a_run_directory_keeps_its_paths(tmp_path: Path):
     path = tmp_path / "run.json"
     write_report_json(data, str(path))
     assert json.loads(path.read_text(encoding="utf-8")) == data
+
+
+def test_a_quoted_path_inside_a_message_and_a_run_dir_with_a_slash_stay_whole(tmp_path: Path):
+    """A message that quotes a path of the run directory in double quotes (``OSError`` does
+    when the path holds a ``'``) was rewritten after its escaped quote; a ``run_dir`` given
+    with a trailing slash blanked the report's own ``run_dir``; ``run_dir//x`` became ``/x``."""
+    run_dir = "/mnt/t/ckptgate-1"
+    data = {
+        "run_dir": f"{run_dir}/",
+        "message": f'could not open "{run_dir}/write/x"',
+        "double": f"{run_dir}//x",
+        "path": f"{run_dir}/write/x",
+    }
+    path = tmp_path / "run.json"
+    write_report_json(data, str(path))
+    back = json.loads(path.read_text(encoding="utf-8"))
+    assert back == {**data, "path": "write/x"}
