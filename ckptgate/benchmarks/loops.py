@@ -110,6 +110,7 @@ def _suite_side(target: Target, settings: LoopSettings, run_id: int) -> Callable
             ctx, options=durable, files=files, run_id=run_id, write_bytes=WRITE_BYTES
         )
         target.remove_files(paths)  # untimed
+        target.remove_dirs([directory])  # each side ends with its directory gone
         return {loop: _rate(n, _span_s(figures[loop])) for loop in LOOPS}
 
     return suite
@@ -147,6 +148,7 @@ def _bare_side(target: Target, settings: LoopSettings) -> Callable[[str], Figure
             close(fd)
         t5 = clock()
         target.remove_files(paths)
+        target.remove_dirs([directory])
         # the payloads' making (t3 to t4) is in neither span: it was in the unlink's
         spans = {"create": t1 - t0, "stat": t2 - t1, "unlink": t3 - t2}
         spans["create-write-fsync"] = t5 - t4

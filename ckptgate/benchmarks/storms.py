@@ -86,6 +86,7 @@ def _suite_storm(
             figures["unlink"] = (unlink.rate_per_s, {"span_s": unlink.span_s})
         else:
             target.remove_files(paths)
+        target.remove_dirs([suite_dir])  # as mdtest removes its tree: no emptied directory
         return figures
 
     return suite
@@ -106,6 +107,7 @@ def _storm_peer(
             settings.fio,
         )
         target.remove_files(paths)
+        target.remove_dirs([fio_dir])
         if result.total_ios != len(paths):
             raise fio.FioError(f"fio created {result.total_ios} files, expected {len(paths)}")
         return {"create": (result.aggregate_iops, {"span_s": result.span_s})}
@@ -126,6 +128,7 @@ def _storm_peer(
             target.claim_tree(
                 directory, writer=Writer.BENCHMARK
             )  # what a failed mdtest left, for the cleanup
+        target.remove_dirs([directory])
         return {phase: (rate, {}) for phase, rate in result.rates_per_s.items()}
 
     return with_mdtest if peer == "mdtest" else with_fio

@@ -107,6 +107,23 @@ class Removal:
         self.run.files = [p for p in self.run.files if p not in gone]
         return [p for p in paths if p not in gone]
 
+    def remove_dirs(self, paths: list[str]) -> list[str]:
+        """Remove emptied directories this run made, before its end (non-recursive, bounded),
+        as a benchmark's repeat removes its own directory once its files are gone, the way
+        mdtest's ``-r`` removes its tree; returns those that stay (not empty, refused, or on a
+        hung target), still registered for the final cleanup. The run directory is the
+        cleanup's alone."""
+        made = set(self.run.dirs)
+        for path in paths:
+            if path not in made or path == self.run.run_dir:
+                raise ValueError(
+                    f"refusing to remove {path}: not a directory this run made inside its "
+                    "run directory"
+                )
+        report = CleanupReport()
+        self._rmdir(list(paths), report)
+        return [p for p in paths if p in self.run.dirs]
+
     def cleanup(self, files: bool = True, directories: bool = True) -> CleanupReport:
         """Remove exactly what the run created: registered files, then its own directories.
 

@@ -98,6 +98,7 @@ class Target:
         self.start_lease = self.lease.start
         self.remove_files = self.removal.remove_files
         self.forget_removed = self.removal.forget_removed
+        self.remove_dirs = self.removal.remove_dirs
         self.cleanup = self.removal.cleanup
 
     @property

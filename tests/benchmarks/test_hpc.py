@@ -115,6 +115,11 @@ def test_the_suite_s_storm_runs_each_variant_s_operations(variant: str, ops: lis
         with RankPool(2) as pool:
             suite = compare._suite_storm(target, settings, pool, 1, ("create",))
             figures = suite("t0")
+            # each repeat removes its emptied directory, as mdtest's -r removes its tree: a
+            # repeat must not run beside the last one's emptied 65,536-entry directory
+            assert os.listdir(str(target.run_dir)) == [
+                name for name in os.listdir(str(target.run_dir)) if name.startswith(".ckptgate")
+            ]
     finally:
         target.cleanup()
     assert figures["create"][1]["ops"] == ops

@@ -51,6 +51,28 @@ def test_a_file_the_run_did_not_create_survives_cleanup(tmp_path: Path) -> None:
     assert foreign.read_text() == "not ours"
 
 
+def test_an_emptied_directory_of_the_run_is_removed_before_its_end(tmp_path: Path) -> None:
+    """``remove_dirs``: a directory the run made and emptied goes at once (a benchmark's
+    repeat, as mdtest removes its tree); one that holds a file stays, registered, and the
+    cleanup still finds it; a directory the run did not make, and the run directory itself,
+    are refused."""
+    target = Target(str(tmp_path))
+    run_dir = target.create_run_dir()
+    emptied, holding = target.new_dir("emptied"), target.new_dir("holding")
+    Path(holding, "not-ours").write_text("keep")
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    assert target.remove_dirs([emptied, holding]) == [holding]
+    assert not os.path.exists(emptied)
+    assert holding in target.run.dirs and emptied not in target.run.dirs
+    for refused in (str(stranger), run_dir):
+        with pytest.raises(ValueError, match="refusing to remove"):
+            target.remove_dirs([refused])
+    assert stranger.is_dir() and os.path.isdir(run_dir)
+    assert target.cleanup().left == [holding]
+    assert Path(holding, "not-ours").read_text() == "keep"
+
+
 def test_removing_an_unregistered_file_is_refused(tmp_path: Path) -> None:
     target = Target(str(tmp_path))
     target.create_run_dir()
