@@ -121,7 +121,7 @@ def compare_write(target: Target, settings: BenchSettings) -> Comparison:
             target.remove_files([s.path for s in shards])
             return burst
 
-        for burst, (figure, detail), first in timed_pairs(settings, "w", suite, peer):
+        for burst, (figure, detail), first in timed_pairs(settings, "w", suite, peer, target.flush):
             for record in burst.ranks:
                 peaks[record.rank] = max(
                     peaks[record.rank], detail_as(record, WriteDetail).peak_rss_bytes
@@ -268,7 +268,7 @@ def compare_read(target: Target, settings: BenchSettings) -> Comparison:
                 drop_cache=True,
             )
 
-        for read, (figure, detail), first in timed_pairs(settings, "r", suite, peer):
+        for read, (figure, detail), first in timed_pairs(settings, "r", suite, peer, target.flush):
             comparison.pairs.append(
                 Pair(
                     read.burst.aggregate_bytes_per_s,

@@ -237,7 +237,7 @@ def compare_loops(target: Target, settings: LoopSettings, peer: str = PEER) -> l
     }
     suite = _suite_side(target, settings, secrets.randbits(63))
     bare = PEERS[peer](target, settings)
-    for ours, theirs, first in timed_pairs(settings, "l", suite, bare):
+    for ours, theirs, first in timed_pairs(settings, "l", suite, bare, target.flush):
         for loop, comparison in comparisons.items():
             (mine, my_detail), (their, their_detail) = ours[loop], theirs[loop]
             comparison.pairs.append(Pair(mine, their, my_detail, their_detail, first))

@@ -7,7 +7,6 @@ interval, never an absolute time (benchmarks/README.md, "What is compared").
 
 from __future__ import annotations
 
-import os
 import random
 import statistics
 import time
@@ -63,6 +62,7 @@ def timed_pairs(
     prefix: str,
     suite: Callable[[str], SuiteRun],
     peer: Callable[[str], PeerRun],
+    flush: Callable[[], None],
 ) -> Iterator[tuple[SuiteRun, PeerRun, str]]:
     """Run ``settings.warmup`` untimed pairs, then yield ``settings.repeats`` timed ones:
     (suite's result, the peer's result, which side went first: ``suite`` or ``peer``). Each
@@ -70,17 +70,18 @@ def timed_pairs(
 
     The suite runs first on even repeats and the peer first on odd ones: whatever the first
     run leaves behind (a storage cache below the client warmed by its reads, a device still
-    writing back) then falls on each side alike. Each side starts after a ``sync()`` (what
-    the run before left dirty, its journal and an ext4 ``discard`` of what it removed,
-    written back before the clock starts, not in the next run's time: without it, on ext4
+    writing back) then falls on each side alike. Each side starts after ``flush()``, the
+    target's bounded ``syncfs`` (``Target.flush``): what the run before left dirty, its
+    journal and an ext4 ``discard`` of what it removed are written back before the clock
+    starts, not in the next run's time (without it, on ext4
     mounted with ``discard``, a 2-rank create run right after the suite's own ran at half
-    mdtest's rate; benchmarks/README.md, issue 33) and ``settle_s`` of idle time: a target
+    mdtest's rate; benchmarks/README.md, issue 33), and ``settle_s`` of idle time: a target
     that throttles with a burst allowance (a cloud or virtual disk) then starts each run
     with the same allowance, instead of the second run of a pair finding it spent.
     """
 
     def settled(run: Callable[[str], Any], tag: str) -> Any:
-        os.sync()
+        flush()
         time.sleep(settings.settle_s)
         return run(tag)
 

@@ -154,7 +154,7 @@ def compare_storm(target: Target, settings: BenchSettings, kind: str) -> list[Co
         pool.pids()  # start the ranks before the first timed storm
         suite = _suite_storm(target, settings, pool, run_id, phases)
         peer = _storm_peer(target, settings, peer_name)
-        for ours, theirs, first in timed_pairs(settings, "c", suite, peer):
+        for ours, theirs, first in timed_pairs(settings, "c", suite, peer, target.flush):
             for phase, comparison in comparisons.items():
                 (mine, my_detail), (their, their_detail) = ours[phase], theirs[phase]
                 comparison.pairs.append(Pair(mine, their, my_detail, their_detail, first))

@@ -84,7 +84,7 @@ def compare_verify(
     def peer(tag: str) -> fio.FioResult:
         return fio.run_fio(job)
 
-    for ours, theirs, first in timed_pairs(settings, "verify", suite, peer):
+    for ours, theirs, first in timed_pairs(settings, "verify", suite, peer, target.flush):
         comparison.pairs.append(
             Pair(ours["bytes_per_s"], theirs.aggregate_bytes_per_s, ours, theirs.to_json(), first)
         )

@@ -20,7 +20,9 @@ run directory of a qualified run.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import functools
 import multiprocessing as mp
 import multiprocessing.process
 import os
@@ -36,8 +38,27 @@ from ckptgate.engine.lifeline import die_with_parent, started_from_main_thread
 CALL_STALL_S = 5.0
 """How long one call (an unlink, an rmdir) may take before the target counts as hung, where
 the caller gives no bound of its own."""
+HELPER_START_S = 30.0
+"""What the helper's start (an interpreter, fsspec) may add to its first answer's bound."""
 REAP_S = 2.0
 """How long the killed helper may take to exit before it is abandoned."""
+
+
+def syncfs(fs: Any, path: str) -> None:
+    """syncfs(2) of the filesystem that holds ``path``: what it holds dirty, and its journal,
+    written back; no other filesystem's. (``os.sync()`` flushes every mount on the host, and
+    waits on a hung one elsewhere.) ``fs`` is unused: a janitor op takes the filesystem."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if ctypes.CDLL(None, use_errno=True).syncfs(fd) != 0:
+            number = ctypes.get_errno()
+            raise OSError(number, os.strerror(number), path)
+    finally:
+        os.close(fd)
+
+
+OWN_OPS = {"syncfs": syncfs}
+"""The janitor's calls that are not the filesystem's own methods, by name."""
 
 
 def kill_or_abandon(process: multiprocessing.process.BaseProcess) -> bool:
@@ -120,7 +141,7 @@ def _helper_main(conn: Connection, fs: Any, parent_pid: int, pdeathsig: bool) ->
         if request is None:
             return
         op, paths, kwargs = request
-        call = getattr(fs, op)
+        call = functools.partial(OWN_OPS[op], fs) if op in OWN_OPS else getattr(fs, op)
         for path in paths:
             try:
                 conn.send((path, "ok", call(path, **kwargs)))
@@ -143,6 +164,8 @@ class Janitor:
         self.abandoned: list[int] = []
         self._process: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
+        self._starting = False
+        """The helper was just started: its first answer may also wait for its start."""
 
     def _start(self) -> Connection:
         if self._conn is not None and self._process is not None and self._process.is_alive():
@@ -158,10 +181,15 @@ class Janitor:
         self._process.start()
         child.close()
         self._conn = parent
+        self._starting = True
         return parent
 
-    def call(self, op: str, paths: Sequence[str], **kwargs: Any) -> Outcome:
-        """``fs.<op>(path, **kwargs)`` for each path, in order, each bounded by ``stall_s``.
+    def call(
+        self, op: str, paths: Sequence[str], *, bound_s: float | None = None, **kwargs: Any
+    ) -> Outcome:
+        """``fs.<op>(path, **kwargs)`` (or an ``OWN_OPS`` call) for each path, in order, each
+        bounded by ``stall_s``, or by ``bound_s`` where the call may take longer by nature
+        (writing back a filesystem's dirty data).
 
         Once the target is hung nothing more is attempted: every path is left.
         """
@@ -173,7 +201,8 @@ class Janitor:
         if not paths:
             return outcome
         try:
-            return self._answers(self._start(), op, paths, kwargs, outcome)
+            bound = self.stall_s if bound_s is None else bound_s
+            return self._answers(self._start(), op, paths, kwargs, outcome, bound)
         except BaseException:
             # Ctrl-C or SIGTERM between a request and its answers: the helper's answers to
             # it would be read as the next request's (a removal counted done that was not).
@@ -183,14 +212,20 @@ class Janitor:
             raise
 
     def _answers(
-        self, conn: Connection, op: str, paths: Sequence[str], kwargs: Any, outcome: Outcome
+        self,
+        conn: Connection,
+        op: str,
+        paths: Sequence[str],
+        kwargs: Any,
+        outcome: Outcome,
+        bound_s: float,
     ) -> Outcome:
         conn.send((op, list(paths), kwargs))
-        # the helper's start (an interpreter and fsspec) counts against the first call only
-        first_s = self.stall_s + 30.0
+        # the helper's start (an interpreter and fsspec) counts against its first answer only
+        first_s = bound_s + (HELPER_START_S if self._starting else 0.0)
         for number, path in enumerate(paths):
-            if not conn.poll(first_s if number == 0 else self.stall_s):
-                self.hung = f"{op} {path} did not return within {self.stall_s:g} s"
+            if not conn.poll(first_s if number == 0 else bound_s):
+                self.hung = f"{op} {path} did not return within {bound_s:g} s"
                 outcome.left = list(paths[number:])
                 outcome.hung = self.hung
                 self._kill()
@@ -204,13 +239,13 @@ class Janitor:
                 outcome.missing.append(got)
             else:
                 outcome.errors[got] = OSError(value[0], value[1], got)
-            first_s = self.stall_s
+            self._starting = False
         return outcome
 
-    def one(self, op: str, path: str, **kwargs: Any) -> Any:
+    def one(self, op: str, path: str, *, bound_s: float | None = None, **kwargs: Any) -> Any:
         """One bounded call, as if made here: its value, or its OSError (``TargetHung``
         when it did not return)."""
-        outcome = self.call(op, [path], **kwargs)
+        outcome = self.call(op, [path], bound_s=bound_s, **kwargs)
         if outcome.hung is not None:
             raise TargetHung(errno.ETIMEDOUT, f"the target is hung: {outcome.hung}", path)
         if outcome.missing:

@@ -33,6 +33,10 @@ from ckptgate.storage.removal import CleanupReport, Removal
 from ckptgate.storage.run_lease import RunLease
 from ckptgate.storage.rundir import MANIFEST_STALL_S, RunDirectory
 
+FLUSH_BOUND_S = 300.0
+"""How long writing back the target's dirty data may take (``Target.flush``): gigabytes at a
+slow disk's speed, far longer than one unlink's bound."""
+
 __all__ = ["CleanupReport", "FsFacts", "Target", "TargetError", "TargetHung"]
 
 
@@ -143,6 +147,13 @@ class Target:
     def check_writable(self) -> None:
         """Refuse a read-only or unwritable target (``fsfacts.check_writable``)."""
         fsfacts.check_writable(self.url, self.spec.protocol, self.root, self.facts)
+
+    def flush(self) -> None:
+        """Write back what the target's filesystem holds dirty (syncfs(2), of it alone),
+        bounded by ``FLUSH_BOUND_S``: a target that does not finish counts as hung
+        (``TargetHung``). An object store holds nothing dirty on this host: nothing to do."""
+        if self.is_local:
+            self.janitor.one("syncfs", self.root, bound_s=FLUSH_BOUND_S)
 
     def check_room(self, needed_bytes: int, what: str) -> None:
         """Refuse the run before it starts when the target lacks the room it needs."""

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ckptgate.storage.appender import BoundedAppend, LocalAppender
-from ckptgate.storage.janitor import Janitor
+from ckptgate.storage.janitor import Janitor, TargetHung
 from ckptgate.storage.manifest import parse_manifest
 
 
@@ -139,4 +139,39 @@ def test_an_interrupt_between_a_request_and_its_answer_never_leaves_a_stale_answ
         assert janitor.call("pid", ["x", "y"]).done == {"x": second, "y": second}
     finally:
         release.touch()
+        janitor.close()
+
+
+class _Slow:
+    """A filesystem whose one call takes the seconds it is given."""
+
+    def nap(self, path: str, seconds: float) -> str:
+        time.sleep(seconds)
+        return path
+
+
+def test_a_call_may_have_a_bound_of_its_own() -> None:
+    """``bound_s``: a call slow by nature (writing back a filesystem's dirty data) gets its
+    own bound; the janitor's stays for the others, and past either the target is hung. Only
+    the helper's first answer also waits for its start (every call's first path did: a hung
+    first unlink of each call was named after stall_s + 30 s)."""
+    janitor = Janitor(_Slow(), stall_s=0.2)
+    try:
+        assert janitor.one("nap", "a", bound_s=30.0, seconds=0.5) == "a"
+        with pytest.raises(TargetHung, match=r"nap b did not return within 0\.2 s"):
+            janitor.one("nap", "b", seconds=30.0)
+    finally:
+        janitor.close()
+
+
+def test_syncfs_writes_back_the_target_s_filesystem_and_names_a_missing_path(
+    tmp_path: Path,
+) -> None:
+    janitor = Janitor(None, stall_s=30.0)
+    try:
+        Path(tmp_path, "dirty").write_bytes(b"x" * 65536)
+        assert janitor.one("syncfs", str(tmp_path)) is None
+        with pytest.raises(FileNotFoundError):
+            janitor.one("syncfs", str(tmp_path / "gone"))
+    finally:
         janitor.close()

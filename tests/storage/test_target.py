@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ckptgate.engine.pool import RankFailure, RankPool
-from ckptgate.storage.target import Target, TargetError
+from ckptgate.storage.target import FLUSH_BOUND_S, Target, TargetError
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 from tests.mounts import small_tmpfs
 
@@ -199,3 +199,22 @@ def test_a_cancel_while_the_run_directory_is_made_leaves_nothing(
         signal.signal(signal.SIGTERM, previous)
     assert status == 130
     assert list(tmp_path.iterdir()) == []
+
+
+def test_flush_writes_back_the_target_s_filesystem_through_the_janitor(tmp_path: Path) -> None:
+    """The benchmarks' flush before each timed run: the target's syncfs, through the bounded
+    helper (a hung target fails it named, where ``os.sync()`` waited on every mount)."""
+    target = Target(str(tmp_path))
+    calls: list[tuple[str, str, float | None]] = []
+    real_one = target.janitor.one
+
+    def one(op: str, path: str, *, bound_s: float | None = None, **kwargs: object) -> object:
+        calls.append((op, path, bound_s))
+        return real_one(op, path, bound_s=bound_s, **kwargs)
+
+    target.janitor.one = one  # type: ignore[method-assign]
+    try:
+        target.flush()
+    finally:
+        target.close()
+    assert calls == [("syncfs", str(tmp_path), FLUSH_BOUND_S)]
