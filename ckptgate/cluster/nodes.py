@@ -26,16 +26,15 @@ records, judges them and writes the report.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ckptgate.cluster.heartbeat import BEAT_S, Heartbeat, Liveness
 from ckptgate.cluster.watchdog import Watchdog
+from ckptgate.engine.collector import gc_paused
 from ckptgate.engine.pool import RankFailure, StartGate
 
 T = TypeVar("T")
@@ -462,21 +461,6 @@ class MpiNodes:
             self.watchdog.stop()
         if self.heartbeat is not None:
             self.heartbeat.stop()
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic collector off while node 0 unpickles every node's value: the values
-    are trees (records, lists, dicts), which reference counting frees, and each collection
-    scans every live object, so with it on a gather's time grew as N^1.2 (2,048 to 4,096
-    nodes' records: 0.78 to 1.87 s; off, 0.49 to 1.07 s: ``ckptgate bench scale``)."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def pool_cancel(nodes: Nodes) -> Callable[[], str | None] | None:

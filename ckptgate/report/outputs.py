@@ -14,6 +14,7 @@ import json
 import warnings
 from collections.abc import Callable
 
+from ckptgate.engine.collector import gc_paused
 from ckptgate.report.gate import GateReport, json_text, write_json_text
 from ckptgate.report.schema import SavedReport, load_saved
 
@@ -29,6 +30,13 @@ def write_outputs(
     and HTML render the same plain JSON object that the JSON file holds, read through the same
     schema as ``ckptgate report`` reads a saved file, so a saved JSON re-rendered later says
     the same. The report is encoded once and read back once, whichever files are asked for."""
+    with gc_paused():  # the records of 16,384 ranks, encoded and read back: plain trees
+        return _write_outputs(report, json_path, csv_path, html_path)
+
+
+def _write_outputs(
+    report: GateReport, json_path: str | None, csv_path: str | None, html_path: str | None
+) -> list[str]:
     problems: list[str] = []
 
     @functools.cache

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ckptgate.engine.collector import gc_paused
 from ckptgate.report.items import Item
 from ckptgate.report.schema import (
     PHASES,
@@ -48,11 +49,14 @@ report that has none of its own."""
 def load_report(path: str | Path) -> SavedReport:
     """A saved JSON report; a ``ReportSchemaError`` (a ValueError) names the file in one line
     when it is unreadable, not a ckptgate report, or of another schema version."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ReportSchemaError(f"{path}: not a readable ckptgate JSON report: {error}") from None
-    return load_saved(data, str(path))
+    with gc_paused():  # a 16,384-rank report is a tree of millions of plain values
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ReportSchemaError(
+                f"{path}: not a readable ckptgate JSON report: {error}"
+            ) from None
+        return load_saved(data, str(path))
 
 
 def items_of(report: SavedReport) -> list[Item]:
