@@ -10,6 +10,8 @@ from typing import TypeVar
 
 from ckptgate.benchmarks.pairs import PairSettings
 from ckptgate.engine.interrupts import signals_deferred
+from ckptgate.fixtures.cleanup import what_stayed
+from ckptgate.storage.janitor import TargetHung
 from ckptgate.storage.target import Target, TargetError
 
 Outcome = TypeVar("Outcome")
@@ -41,12 +43,13 @@ def run_in_directory(
     """``run`` in a new run directory under ``path``, a local directory: the target and what
     ``run`` returned, or the exit status after one line on stderr: 2 for a target that is not
     a local directory (``needs`` says who needs one) or a ``TargetError``, 1 for one of
-    ``failures`` (a peer tool's), 130 for Ctrl-C or SIGTERM (``sigterm_unwinds``).
+    ``failures`` (a peer tool's) or a hung target (a bounded call that did not return, during
+    the benchmark or its cleanup), 130 for Ctrl-C or SIGTERM (``sigterm_unwinds``).
 
     The directory is removed at the end, also on failure or a cancel, with signals deferred
-    while it goes, and what stays (not empty) is named. A function, not a context manager: a
-    signal between a context manager's ``__enter__`` and its block would skip its ``__exit__``
-    and leave the directory."""
+    while it goes, and what stays (not empty, or kept by a hung target) is named. A function,
+    not a context manager: a signal between a context manager's ``__enter__`` and its block
+    would skip its ``__exit__`` and leave the directory."""
     try:
         target = Target(path)
         try:
@@ -58,12 +61,18 @@ def run_in_directory(
             if target.run_dir is not None:
                 with signals_deferred():
                     report = target.cleanup()
-                if report.left:
-                    print(f"warning: left in place (not empty): {report.left}", file=sys.stderr)
+                for words in what_stayed(target, report):
+                    print(f"warning: {words}", file=sys.stderr)
+        if target.hung is not None:  # the figures stand; what the target kept is named above
+            print(f"error: the target hung after the benchmark: {target.hung}", file=sys.stderr)
+            return 1
         return target, outcome
     except TargetError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except TargetHung as error:  # a bounded call (a flush, a removal) did not return
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except failures as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

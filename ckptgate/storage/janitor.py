@@ -39,7 +39,7 @@ CALL_STALL_S = 5.0
 """How long one call (an unlink, an rmdir) may take before the target counts as hung, where
 the caller gives no bound of its own."""
 HELPER_START_S = 30.0
-"""What the helper's start (an interpreter, fsspec) may add to its first answer's bound."""
+"""What the helper's start (an interpreter, fsspec) may add to a call's first answer's bound."""
 REAP_S = 2.0
 """How long the killed helper may take to exit before it is abandoned."""
 
@@ -164,8 +164,6 @@ class Janitor:
         self.abandoned: list[int] = []
         self._process: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
-        self._starting = False
-        """The helper was just started: its first answer may also wait for its start."""
 
     def _start(self) -> Connection:
         if self._conn is not None and self._process is not None and self._process.is_alive():
@@ -181,7 +179,6 @@ class Janitor:
         self._process.start()
         child.close()
         self._conn = parent
-        self._starting = True
         return parent
 
     def call(
@@ -221,10 +218,13 @@ class Janitor:
         bound_s: float,
     ) -> Outcome:
         conn.send((op, list(paths), kwargs))
-        # the helper's start (an interpreter and fsspec) counts against its first answer only
-        first_s = bound_s + (HELPER_START_S if self._starting else 0.0)
+        # A call's first answer may also wait for the helper's start (an interpreter and
+        # fsspec: on first use, or after a hang killed it): every call's first answer gets
+        # HELPER_START_S more, on purpose, since a tighter bound may call a working target
+        # hung on a busy machine; the later answers of a call get the bound alone. The words
+        # name the bound the caller gave (the profile's stall timeout), not that allowance.
         for number, path in enumerate(paths):
-            if not conn.poll(first_s if number == 0 else bound_s):
+            if not conn.poll(bound_s + HELPER_START_S if number == 0 else bound_s):
                 self.hung = f"{op} {path} did not return within {bound_s:g} s"
                 outcome.left = list(paths[number:])
                 outcome.hung = self.hung
@@ -239,7 +239,6 @@ class Janitor:
                 outcome.missing.append(got)
             else:
                 outcome.errors[got] = OSError(value[0], value[1], got)
-            self._starting = False
         return outcome
 
     def one(self, op: str, path: str, *, bound_s: float | None = None, **kwargs: Any) -> Any:

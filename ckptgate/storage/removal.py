@@ -112,7 +112,12 @@ class Removal:
         as a benchmark's repeat removes its own directory once its files are gone, the way
         mdtest's ``-r`` removes its tree; returns those that stay (not empty, refused, or on a
         hung target), still registered for the final cleanup. The run directory is the
-        cleanup's alone."""
+        cleanup's alone, and so is every directory of a run shared by many nodes."""
+        if self.run.shared:
+            raise ValueError(
+                "refusing to remove directories before the run's end on a shared target: "
+                "another node may still be filling them, and node 0 removes them last"
+            )
         made = set(self.run.dirs)
         for path in paths:
             if path not in made or path == self.run.run_dir:

@@ -152,8 +152,8 @@ class Target:
         """Write back what the target's filesystem holds dirty (syncfs(2), of it alone),
         bounded by ``FLUSH_BOUND_S``: a target that does not finish counts as hung
         (``TargetHung``). An object store holds nothing dirty on this host: nothing to do."""
-        if self.is_local:
-            self.janitor.one("syncfs", self.root, bound_s=FLUSH_BOUND_S)
+        if self.is_local:  # the run directory is ours to open, where the root may not be
+            self.janitor.one("syncfs", self.run_dir or self.root, bound_s=FLUSH_BOUND_S)
 
     def check_room(self, needed_bytes: int, what: str) -> None:
         """Refuse the run before it starts when the target lacks the room it needs."""

@@ -129,8 +129,8 @@ def test_a_quoted_path_inside_a_message_and_a_run_dir_with_a_slash_stay_whole(tm
 
 
 def _collections_during(work: Callable[[], object]) -> int:
-    """How many cyclic garbage collections started while ``work`` ran (a paused collector
-    runs once as it is turned back on: the objects counted meanwhile)."""
+    """How many cyclic garbage collections started while ``work`` ran (after a pause, the
+    first allocation past the threshold may start one, for the objects counted meanwhile)."""
     started: list[int] = []
 
     def count(phase: str, info: dict[str, int]) -> None:

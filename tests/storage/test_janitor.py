@@ -143,23 +143,28 @@ def test_an_interrupt_between_a_request_and_its_answer_never_leaves_a_stale_answ
 
 
 class _Slow:
-    """A filesystem whose one call takes the seconds it is given."""
+    """A filesystem whose one call takes the seconds it is given on a path named ``slow*``,
+    and returns at once on any other."""
 
     def nap(self, path: str, seconds: float) -> str:
-        time.sleep(seconds)
+        time.sleep(seconds if path.startswith("slow") else 0.0)
         return path
 
 
 def test_a_call_may_have_a_bound_of_its_own() -> None:
     """``bound_s``: a call slow by nature (writing back a filesystem's dirty data) gets its
-    own bound; the janitor's stays for the others, and past either the target is hung. Only
-    the helper's first answer also waits for its start (every call's first path did: a hung
-    first unlink of each call was named after stall_s + 30 s)."""
+    own bound; the janitor's stays for the others, and past either the target is hung (a
+    call's first answer also waits out the helper's start: the hang is the second path's)."""
     janitor = Janitor(_Slow(), stall_s=0.2)
     try:
-        assert janitor.one("nap", "a", bound_s=30.0, seconds=0.5) == "a"
-        with pytest.raises(TargetHung, match=r"nap b did not return within 0\.2 s"):
-            janitor.one("nap", "b", seconds=30.0)
+        assert janitor.one("nap", "slow-a", bound_s=30.0, seconds=0.5) == "slow-a"
+        outcome = janitor.call("nap", ["b", "slow-c"], bound_s=30.0, seconds=0.5)
+        assert list(outcome.done) == ["b", "slow-c"] and outcome.hung is None
+        outcome = janitor.call("nap", ["d", "slow-e", "f"], seconds=30.0)
+        assert outcome.left == ["slow-e", "f"], outcome
+        assert outcome.hung == "nap slow-e did not return within 0.2 s"
+        with pytest.raises(TargetHung, match=r"the target is hung"):
+            janitor.one("nap", "g", seconds=0.0)
     finally:
         janitor.close()
 

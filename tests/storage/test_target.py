@@ -73,6 +73,19 @@ def test_an_emptied_directory_of_the_run_is_removed_before_its_end(tmp_path: Pat
     assert Path(holding, "not-ours").read_text() == "keep"
 
 
+def test_a_shared_runs_directories_are_never_removed_before_its_end(tmp_path: Path) -> None:
+    """Many nodes write in a shared run's directories, and node 0 removes them last: another
+    node may still be filling an emptied one, so ``remove_dirs`` refuses there."""
+    target = Target(str(tmp_path))
+    target.create_run_dir()
+    target.share()
+    emptied = target.new_dir("emptied")
+    with pytest.raises(ValueError, match="shared target: another node may still be filling"):
+        target.remove_dirs([emptied])
+    assert os.path.isdir(emptied)
+    target.cleanup()
+
+
 def test_removing_an_unregistered_file_is_refused(tmp_path: Path) -> None:
     target = Target(str(tmp_path))
     target.create_run_dir()
@@ -214,7 +227,32 @@ def test_flush_writes_back_the_target_s_filesystem_through_the_janitor(tmp_path:
 
     target.janitor.one = one  # type: ignore[method-assign]
     try:
-        target.flush()
+        target.flush()  # before the run directory: the root
+        run_dir = target.create_run_dir()
+        target.flush()  # then the run directory: ours to open, where the root may not be
     finally:
+        target.cleanup()
         target.close()
-    assert calls == [("syncfs", str(tmp_path), FLUSH_BOUND_S)]
+    assert [call for call in calls if call[0] == "syncfs"] == [
+        ("syncfs", str(tmp_path), FLUSH_BOUND_S),
+        ("syncfs", run_dir, FLUSH_BOUND_S),
+    ]
+
+
+def test_a_benchmark_on_a_target_that_hangs_is_one_line_and_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bounded call that does not return during a benchmark (its flush before a timed run)
+    ends it with one line naming the call, exit 1; it was a traceback."""
+    from ckptgate.benchmarks.command import run_in_directory
+    from ckptgate.storage.janitor import TargetHung
+
+    def hung(self: Target) -> None:
+        raise TargetHung(110, "the target is hung: syncfs did not return within 300 s", "/t")
+
+    monkeypatch.setattr(Target, "flush", hung)
+    assert run_in_directory(str(tmp_path), "the test", lambda target: target.flush()) == 1
+    err = capsys.readouterr().err
+    assert "error: " in err and "syncfs did not return within 300 s" in err
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
