@@ -73,9 +73,9 @@ def timed_pairs(
     writing back) then falls on each side alike. Each side starts after ``flush()``, the
     target's bounded ``syncfs`` (``Target.flush``): what the run before left dirty, its
     journal and an ext4 ``discard`` of what it removed are written back before the clock
-    starts, not in the next run's time (without it, on ext4
-    mounted with ``discard``, a 2-rank create run right after the suite's own ran at half
-    mdtest's rate; benchmarks/README.md, issue 33), and ``settle_s`` of idle time: a target
+    starts, not in the next run's time (without it, on ext4 mounted with ``discard``, a
+    2-rank create run right after the suite's own ran at half mdtest's rate;
+    benchmarks/README.md, issue 33), and ``settle_s`` of idle time: a target
     that throttles with a burst allowance (a cloud or virtual disk) then starts each run
     with the same allowance, instead of the second run of a pair finding it spent.
     """
