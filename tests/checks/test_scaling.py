@@ -263,6 +263,20 @@ def test_an_auto_sweep_stops_a_node_counts_ranks_where_they_stopped_helping(
     assert not list(sweep_target.iterdir()), "the sweep left files behind"
 
 
+class _Node:
+    """Enough of a pytest item for the acceptance test's properties."""
+
+    def __init__(self) -> None:
+        self.user_properties: list[tuple[str, object]] = []
+
+
+class _Request:
+    """Enough of a ``FixtureRequest``: its ``node``."""
+
+    def __init__(self) -> None:
+        self.node = _Node()
+
+
 class _Projection:
     """Enough of a ``Projection`` for the acceptance test's properties."""
 
@@ -282,7 +296,9 @@ def test_the_sweeps_acceptance_test_counts_the_points_an_auto_sweep_left_out() -
     result.points = [_point(1, r, 1.0, 1.0, 1.0) for r in (1, 2, 8) for _ in range(2)]
     result.skipped = [(1, 4)]
     result.projection = typing.cast(Projection, _Projection())
-    acceptance(result, lambda name, value: None)  # passes: 4 was left out, and listed
+    request = typing.cast(pytest.FixtureRequest, _Request())
+    acceptance(result, request)  # passes: 4 was left out, and listed
+    assert ("projection.word", "undetermined") in request.node.user_properties
     result.skipped = []
     with pytest.raises(AssertionError):
-        acceptance(result, lambda name, value: None)  # a planned point missing
+        acceptance(result, request)  # a planned point missing

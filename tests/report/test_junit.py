@@ -48,3 +48,21 @@ def test_junit_xml_carries_each_items_numbers_and_m_selects_a_module(tmp_path: P
     assert float(props["restart-read.measured"]) > float(props["restart-read.required"]) > 0
     assert float(props["restart-read.margin"]) > 1
     assert props["restart-read.scope"] and props["restart-read.message"].startswith("restart read")
+
+
+def test_a_junit_xml_run_without_a_sweep_skips_the_sweep_rather_than_erroring(
+    tmp_path: Path,
+) -> None:
+    """``--junitxml`` with the sweep's module selected: it asked for ``record_property``, which
+    warns under pytest's default xunit2 family, and with warnings as errors (this repository's
+    setting) the sweep errored and the run's verdict was ``failed``."""
+    xml = tmp_path / "junit.xml"
+    target = tmp_path / "target"
+    target.mkdir()
+    module = "ckptgate/acceptance/test_scaling.py"
+    result = run_pytest(
+        "--profile=tmpfs", f"--target={target}", module, f"--junitxml={xml}", *SMALL
+    )
+    assert "record_property" not in result.stdout, result.stdout[-3000:]
+    (case,) = ET.parse(xml).iter("testcase")
+    assert case.find("error") is None and case.find("skipped") is not None, ET.tostring(case)
