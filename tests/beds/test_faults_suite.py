@@ -203,14 +203,26 @@ def test_a_removal_slower_than_the_default_bound_is_waited_for_up_to_the_stall_t
         assert not os.listdir(bed.backing)
 
 
-def checklist_session(bed: FaultFS, tmp_path: Path, *options: str) -> tuple[int, str]:
-    """The checklist (2 ranks, a 3 s stall timeout) on the bed's mount, bounded by
+HANG_STALL_TIMEOUT_S = 3
+"""The stall timeout of a session whose fault is a hang: short, so that the test ends soon."""
+ERROR_STALL_TIMEOUT_S = 60
+"""The stall timeout of a session whose fault is an error: the error ends it at once, and a
+short timeout only risks a false stall. With 3 s, a rank of the EIO session below that got no
+CPU for 3 s (``.ci/run`` beside two busy loops, 2026-12-07) was named stalled before the EIO
+came, and the test failed for the machine's load."""
+
+
+def checklist_session(
+    bed: FaultFS, tmp_path: Path, *options: str, stall_timeout_s: int = HANG_STALL_TIMEOUT_S
+) -> tuple[int, str]:
+    """The checklist (2 ranks, the stall timeout given) on the bed's mount, bounded by
     ``SAFETY_S``: its exit status and output. Output to a file, and the wait for the process
     itself: an abandoned rank (stuck in the kernel until the bed lets go) may hold a copy of a
     pipe, but not the session."""
     output = tmp_path / "pytest.out"
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--profile=tmpfs"]
-    argv += [f"--target={bed.mount}", "--set", "run.stall_timeout_s=3", "--ranks=2", *options]
+    argv += [f"--target={bed.mount}", "--set", f"run.stall_timeout_s={stall_timeout_s}"]
+    argv += ["--ranks=2", *options]
     argv += ["-m", "not dcp", "-q", "ckptgate/acceptance"]
     with open(output, "w") as out:
         session = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
@@ -274,7 +286,7 @@ def test_a_failed_round_whose_files_cannot_be_removed_keeps_its_first_failure(
             Fault("write", "error", path="*/write/step-1/__1_0.distcp", errno="EIO"),
             Fault("unlink", "error", path="*/write/step-1/*", errno="EIO"),
         )
-        status, text = checklist_session(bed, tmp_path)
+        status, text = checklist_session(bed, tmp_path, stall_timeout_s=ERROR_STALL_TIMEOUT_S)
         bed.set_faults()
     assert status == 1, text[-3000:]
     assert "RankFailure: write round 1: " in text, text[-3000:]
@@ -289,7 +301,7 @@ def test_a_round_whose_directory_cannot_be_made_fails_as_its_preparation(tmp_pat
     a bare OSError in every later check, each preparing a round again."""
     with faultfs(tmp_path) as bed:
         bed.set_faults(Fault("mkdir", "error", path="*/write/step-2", errno="EIO"))
-        status, text = checklist_session(bed, tmp_path)
+        status, text = checklist_session(bed, tmp_path, stall_timeout_s=ERROR_STALL_TIMEOUT_S)
         bed.set_faults()
     assert status == 1, text[-3000:]
     assert "RankFailure: preparing write round 2: OSError: [Errno 5]" in text, text[-3000:]
