@@ -22,8 +22,7 @@ def test_scaling_sweep(scaling: SweepResult | None, request: pytest.FixtureReque
     if scaling is None:
         pytest.skip("no --sweep=nodes or --sweep-ranks: no scaling sweep asked for")
     if scaling.projection is not None:  # node 0
-        for name, value in projection_properties(scaling.projection.to_json()):
-            request.node.user_properties.append((name, value))
+        request.node.user_properties.extend(projection_properties(scaling.projection.to_json()))
         planned = len(scaling.plan.node_counts) * len(scaling.plan.ranks_per_node)
         expected = planned - len(scaling.skipped)
         assert len(scaling.points) == expected * scaling.plan.repeats
