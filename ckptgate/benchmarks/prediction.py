@@ -13,6 +13,13 @@ harness measures. Printed per part and N: both medians, the median of the per-re
 real/harness with their range, the real wall seconds, and both runs' messages, bytes and
 probes at node 0 (the same code on the same values: the messages and bytes match; the probes
 differ by the polls that found nothing while the real peers were late).
+
+The harness has no MPI library under it, so what the library costs node 0 per message and per
+byte is measured at the first node count (the calibration) and added to the harness's figure
+at every other: per message from the common start (one byte-sized value a node), per byte from
+the records gather (5 kB a node) less its messages' share, both from the medians of the
+repeats. The ratios with that cost added, at the node counts it was not measured at, say
+whether the harness and one measured transport predict the real run (``+ transport``).
 """
 
 from __future__ import annotations
@@ -36,6 +43,9 @@ WITHIN = 0.25
 CALIBRATION = "common start"
 """The part whose real cost is nearly all the transport's (one byte-sized value a node): its
 real less its harness seconds per message is the transport's cost of a message, measured."""
+BYTES_CALIBRATION = "records gather"
+"""The part that moves the most bytes (a node's records, 5 kB): its real less its harness
+seconds, less its messages' cost, per byte is the transport's cost of a byte, measured."""
 
 
 @dataclass
@@ -51,11 +61,18 @@ class Compared:
     real_counts: dict[str, float] = field(default_factory=dict)
 
     transport_s: list[float] = field(default_factory=list)
-    """Per repeat, the transport's measured cost of this part's messages at node 0 (the
-    calibration part's seconds per message times this part's messages; 0 for that part)."""
+    """Per repeat, the transport's measured cost of this part's messages and bytes at node 0
+    (``Transport.seconds``, from the calibration at the smallest node count)."""
 
     def messages(self) -> float:
         return self.harness_counts["sent_messages"] + self.harness_counts["received_messages"]
+
+    def bytes(self) -> float:
+        return self.harness_counts["sent_bytes"] + self.harness_counts["received_bytes"]
+
+    def extra_s(self) -> float:
+        """The real run's median CPU seconds beyond the harness's median."""
+        return statistics.median(self.real_cpu_s) - statistics.median(self.harness_s)
 
     def ratios(self, transport: bool = False) -> list[float]:
         """Real CPU seconds over the harness's, per repeat (``transport``: the harness's
@@ -116,18 +133,45 @@ def compare(
                     _real(nodes, ranks, inner, timeout_s, here)
                 else:
                     _harness(nodes, ranks, inner, here)
-        _transport(here)
         rows.extend(here.values())
+    _transport(rows)
     return rows
 
 
-def _transport(parts: dict[str, Compared]) -> None:
-    """Each part's transport cost per repeat, from the calibration part's same repeat."""
-    calibration = parts[CALIBRATION]
-    for real_s, harness_s in zip(calibration.real_cpu_s, calibration.harness_s, strict=True):
-        per_message_s = max(real_s - harness_s, 0.0) / calibration.messages()
-        for part in parts.values():
-            part.transport_s.append(0.0 if part is calibration else per_message_s * part.messages())
+@dataclass(frozen=True)
+class Transport:
+    """What the MPI library costs node 0, measured at one node count (``nodes``)."""
+
+    nodes: int
+    per_message_s: float
+    per_byte_s: float
+
+    def seconds(self, row: Compared) -> float:
+        return self.per_message_s * row.messages() + self.per_byte_s * row.bytes()
+
+
+def calibrate(rows: Sequence[Compared]) -> Transport:
+    """The transport's cost per message and per byte from the smallest node count's
+    calibration parts (``CALIBRATION``, then ``BYTES_CALIBRATION`` less its messages)."""
+    nodes = min(row.nodes for row in rows)
+    at = {row.part: row for row in rows if row.nodes == nodes}
+    messages = at[CALIBRATION]
+    per_message_s = max(messages.extra_s(), 0.0) / messages.messages()
+    moved = at[BYTES_CALIBRATION]
+    per_byte_s = max(moved.extra_s() - per_message_s * moved.messages(), 0.0) / moved.bytes()
+    return Transport(nodes, per_message_s, per_byte_s)
+
+
+def _transport(rows: Sequence[Compared]) -> None:
+    """Each row's transport cost (one per repeat), from the calibration's measured costs."""
+    transport = calibrate(rows)
+    for row in rows:
+        row.transport_s = [transport.seconds(row)] * len(row.harness_s)
+
+
+def calibrates(row: Compared, nodes: int) -> bool:
+    """Whether ``row`` is one the transport was measured on (its ratio is 1 by construction)."""
+    return row.nodes == nodes and row.part in (CALIBRATION, BYTES_CALIBRATION)
 
 
 def _pair(counts: dict[str, float], real: dict[str, float], *keys: str) -> str:
@@ -141,16 +185,21 @@ def _ratio(row: Compared, transport: bool) -> str:
 
 
 def render(rows: Sequence[Compared]) -> str:
+    transport = calibrate(rows)
     lines = [
         "the harness against mpirun -np N (oversubscribed): node 0, harness / real",
         "ratio: real CPU s / harness s, median [range] of the repeats; + transport: the harness "
-        f"plus the transport's cost of its messages, measured on the {CALIBRATION!r} part",
+        f"plus the transport's cost, measured at {transport.nodes} nodes: "
+        f"{transport.per_message_s * 1e6:.2f} us a message ({CALIBRATION}), "
+        f"{transport.per_byte_s * 1e9:.2f} ns a byte ({BYTES_CALIBRATION})",
         f"{'part':<15}{'nodes':>6}  {'harness s':>9}  {'real CPU s':>10}  {'real wall s':>11}  "
         f"{'messages h/r':>13}  {'bytes h/r':>17}  {'probes h/r':>11}  ratio; + transport",
     ]
     for row in rows:
         h, r = row.harness_counts, row.real_counts
-        with_transport = "" if row.part == CALIBRATION else f"; {_ratio(row, True)}"
+        with_transport = (
+            "; (calibrates)" if calibrates(row, transport.nodes) else f"; {_ratio(row, True)}"
+        )
         lines.append(
             f"{row.part:<15}{row.nodes:>6}  {statistics.median(row.harness_s):>9.4f}  "
             f"{statistics.median(row.real_cpu_s):>10.4f}  "

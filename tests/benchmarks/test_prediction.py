@@ -11,30 +11,47 @@ import pytest
 from ckptgate.benchmarks import prediction
 
 
-def _row(part: str, harness_s: list[float], real_s: list[float], messages: int):
-    row = prediction.Compared(part, 64, harness_s=harness_s, real_cpu_s=real_s)
+def _row(
+    part: str, nodes: int, harness_s: list[float], real_s: list[float], messages: int, size: int
+) -> prediction.Compared:
+    row = prediction.Compared(part, nodes, harness_s=harness_s, real_cpu_s=real_s)
     row.real_wall_s = real_s
-    counts = {"sent_bytes": 0, "received_bytes": 0, "probes": messages}
+    counts = {"sent_bytes": 0, "received_bytes": size, "probes": messages}
     row.harness_counts = {"sent_messages": messages, "received_messages": 0, **counts}
     row.real_counts = dict(row.harness_counts)
     return row
 
 
-def test_the_transport_cost_of_a_message_is_the_calibration_part_s_own_measured():
-    """The calibration part's real less harness seconds per message, per repeat, times each
-    other part's messages: a part the harness gets right but for its messages' transport is
-    predicted once that cost is added, and not before."""
-    calibration = _row(prediction.CALIBRATION, [0.001, 0.001], [0.003, 0.005], 100)
-    other = _row("records gather", [0.010, 0.010], [0.014, 0.018], 200)
-    prediction._transport({calibration.part: calibration, other.part: other})
-    assert calibration.transport_s == [0.0, 0.0]
-    assert other.transport_s == pytest.approx([0.004, 0.008])
-    assert other.ratios() == pytest.approx([1.4, 1.8])
-    assert not other.predicted()
-    assert other.ratios(transport=True) == pytest.approx([1.0, 1.0])
-    assert other.predicted(transport=True)
-    text = prediction.render([calibration, other])
-    assert "NOT within 25 %; 1.00 [1.00, 1.00] within 25 %" in text
+def test_the_transport_is_measured_at_the_smallest_count_and_predicts_the_others() -> None:
+    """The calibration parts at the smallest node count give the transport's cost: per
+    message from the common start's real less harness seconds, per byte from the records
+    gather's less its messages' share. Added to the harness at a larger count, a part the
+    harness gets right but for its transport is predicted, and not before; the parts it was
+    measured on are named as calibrating, not as predicted."""
+    ms, moved = 0.001, prediction.BYTES_CALIBRATION
+    rows = [  # 64 nodes: 10 us a message, 10 ns a byte; 128 nodes: twice the messages and bytes
+        _row(prediction.CALIBRATION, 64, [ms, ms], [2 * ms, 2 * ms], 100, 0),
+        _row(moved, 64, [10 * ms, 10 * ms], [13 * ms, 13 * ms], 100, 200_000),
+        _row("start-up", 128, [ms, ms], [5 * ms, 5 * ms], 400, 0),
+        _row(moved, 128, [20 * ms, 20 * ms], [26 * ms, 26 * ms], 200, 400_000),
+    ]  # fmt: skip
+    prediction._transport(rows)
+    transport = prediction.calibrate(rows)
+    assert transport.nodes == 64
+    assert transport.per_message_s == pytest.approx(10e-6)
+    assert transport.per_byte_s == pytest.approx(10e-9)
+    startup, gather = rows[2], rows[3]
+    assert startup.transport_s == pytest.approx([0.004, 0.004])
+    assert gather.transport_s == pytest.approx([0.006, 0.006])
+    assert startup.ratios() == pytest.approx([5.0, 5.0]) and not startup.predicted()
+    assert gather.ratios() == pytest.approx([1.3, 1.3]) and not gather.predicted()
+    assert startup.ratios(transport=True) == pytest.approx([1.0, 1.0])
+    assert gather.predicted(transport=True) and startup.predicted(transport=True)
+    text = prediction.render(rows)
+    assert "10.00 us a message" in text and "10.00 ns a byte" in text
+    lines = text.splitlines()
+    assert sum(line.endswith("(calibrates)") for line in lines) == 2
+    assert sum(line.endswith("1.00 [1.00, 1.00] within 25 %") for line in lines) == 2
 
 
 @pytest.mark.skipif(
