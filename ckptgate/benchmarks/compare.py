@@ -38,7 +38,7 @@ from ckptgate.benchmarks.pairs import (
     PeerError,
     render,
 )
-from ckptgate.benchmarks.settings import PEERS, VARIANTS, BenchSettings, parse_size
+from ckptgate.benchmarks.settings import FILE_NAMES, PEERS, VARIANTS, BenchSettings, parse_size
 from ckptgate.benchmarks.storms import _suite_storm, compare_create, compare_metadata, compare_storm
 from ckptgate.engine.interrupts import sigterm_unwinds
 from ckptgate.sizing.units import MiB
@@ -132,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--storm-loop", default=DEFAULTS.storm_loop, choices=LOOP_CHOICES,
         help="metadata: the storm's per-file loop (native: C; python). Default: auto",
+    )  # fmt: skip
+    parser.add_argument(
+        "--file-names", default=DEFAULTS.file_names, choices=FILE_NAMES,
+        help="create, metadata: the suite's file names: dcp (__R_I.distcp, as the checklist) or "
+        f"peer (the peer's own: file.mdtest.R.I, create.R.I) (default: {DEFAULTS.file_names})",
     )  # fmt: skip
     parser.add_argument("--json", default=None, metavar="PATH", help="write the figures here")
     return parser

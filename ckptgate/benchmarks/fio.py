@@ -196,14 +196,19 @@ def create_job(
     return _section(name, options)
 
 
+def create_job_names(job: int, files_per_rank: int, name: str = "create") -> list[str]:
+    """The names ``create_job``'s job ``job`` gives its files: ``NAME.JOB.INDEX``."""
+    return [f"{name}.{job}.{index}" for index in range(files_per_rank)]
+
+
 def create_job_paths(
     directory: str, ranks: int, files_per_rank: int, name: str = "create"
 ) -> list[str]:
     """The files ``create_job`` makes."""
     return [
-        f"{directory}/{name}.{job}.{index}"
+        f"{directory}/{file_name}"
         for job in range(ranks)
-        for index in range(files_per_rank)
+        for file_name in create_job_names(job, files_per_rank, name)
     ]
 
 

@@ -201,6 +201,13 @@ def mdtest_command(
     return command
 
 
+def mdtest_file_names(rank: int, files_per_rank: int) -> list[str]:
+    """The names mdtest's ``-F -C`` gives rank ``rank``'s files in its shared directory:
+    ``file.mdtest.RANK.ITEM`` (mdtest.c: ``mk_name`` is ``mdtest.RANK.``, each file
+    ``file.`` + ``mk_name`` + its item number)."""
+    return [f"file.mdtest.{rank}.{item}" for item in range(files_per_rank)]
+
+
 def parse_mdtest(output: str, files: int) -> MdtestResult:
     """The ``SUMMARY rate`` table's Max column for each phase (one iteration: Max = Mean)."""
     table = output.split("SUMMARY rate", 1)

@@ -39,20 +39,42 @@ def compare_metadata(target: Target, settings: BenchSettings) -> list[Comparison
     return compare_storm(target, settings, "metadata")
 
 
+PEER_FILE_NAMES: dict[str, Callable[[int, int], list[str]]] = {
+    "mdtest": hpc.mdtest_file_names,
+    "fio": fio.create_job_names,
+}
+"""Each storm peer's names for a rank's files (``--file-names peer``)."""
+
+
+def storm_names(settings: BenchSettings, peer: str) -> list[list[str]] | None:
+    """Each rank's storm file names: None for DCP's (``storm_files``'s own), or the peer's
+    (``--file-names peer``), so that both sides create the same names in one directory."""
+    if settings.file_names == "dcp":
+        return None
+    per_rank = -(-settings.files // settings.ranks)
+    return [PEER_FILE_NAMES[peer](rank, per_rank) for rank in range(settings.ranks)]
+
+
 def _suite_storm(
-    target: Target, settings: BenchSettings, pool: RankPool, run_id: int, phases: tuple[str, ...]
+    target: Target,
+    settings: BenchSettings,
+    pool: RankPool,
+    run_id: int,
+    phases: tuple[str, ...],
+    names: list[list[str]] | None = None,
 ) -> Callable[[str], dict[str, tuple[float, dict[str, Any]]]]:
     """One storm in a new directory: a pure create+close (fio's filecreate, mdtest's ``-C``
     without ``-w``), or the checklist's create, 4 KiB write, fsync and close (``--variant
     checklist``), then, where asked, a stat of every file and an unlink of every file, each
-    phase from a common start over the pool's ranks."""
+    phase from a common start over the pool's ranks; ``names``: each rank's file names
+    (``storm_names``; None: DCP's)."""
     ranks, files = settings.ranks, settings.files
     per_rank = -(-files // ranks)
     spec = dataclasses.replace(target.spec, loop=settings.storm_loop)
 
     def suite(tag: str) -> dict[str, tuple[float, dict[str, Any]]]:
         suite_dir = target.new_dir(f"{tag}-suite")
-        files_ = storm_files(suite_dir, per_rank * ranks, per_rank)
+        files_ = storm_files(suite_dir, per_rank * ranks, per_rank, names)
         paths = [f.path for f in files_]
         target.register(paths, writer=Writer.BENCHMARK)
         storm = run_metadata_storm(
@@ -142,6 +164,7 @@ def compare_storm(target: Target, settings: BenchSettings, kind: str) -> list[Co
     ranks, files = settings.ranks, settings.files
     per_rank = -(-files // ranks)
     facts = {"target": target.url, "ranks": ranks, "files": per_rank * ranks}
+    facts["file_names"] = settings.file_names
     if kind == "metadata":
         facts["variant"] = settings.variant
     comparisons = {
@@ -152,7 +175,8 @@ def compare_storm(target: Target, settings: BenchSettings, kind: str) -> list[Co
     pool = RankPool(ranks)
     try:
         pool.pids()  # start the ranks before the first timed storm
-        suite = _suite_storm(target, settings, pool, run_id, phases)
+        names = storm_names(settings, peer_name)
+        suite = _suite_storm(target, settings, pool, run_id, phases, names)
         peer = _storm_peer(target, settings, peer_name)
         for ours, theirs, first in timed_pairs(settings, "c", suite, peer, target.flush):
             for phase, comparison in comparisons.items():
