@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import pickle
 from collections.abc import Iterator
 
@@ -188,3 +189,31 @@ def test_merging_nodes_tags_each_record_with_its_node_and_changes_no_record() ->
     assert merged.ranks[2].detail is bursts[1].ranks[0].detail  # a shallow copy, as replace's
     with pytest.raises(dataclasses.FrozenInstanceError):
         merged.ranks[2].node = 5  # type: ignore[misc]
+
+
+def test_a_bursts_json_of_1024_nodes_runs_no_cyclic_collection() -> None:
+    """Node 0 encodes a burst of every node's records (16,384 ranks' at 2,048 nodes) while a
+    check builds its report section: with the cyclic collector on, each collection scans every
+    live object, so the encoding's work grew faster than N. It is paused for the encoding:
+    no collection starts while it runs (counted, not timed)."""
+    from ckptgate.benchmarks.coordination import node_burst
+
+    burst = merge_nodes("write", [node_burst(node, 8) for node in range(1024)])
+    started: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    assert gc.isenabled(), "the test needs the collector on to see it paused"
+    gc.callbacks.append(count)
+    try:
+        encoded = burst.to_json()
+    finally:
+        gc.callbacks.remove(count)
+    assert len(encoded["ranks"]) == 8192
+    # none while it encodes (48, of every generation, before the pause); the young
+    # generation's one collection right after it, which scans what the encoding made once,
+    # may start before the callback is removed
+    assert started in ([], [0])
+    assert gc.isenabled()
