@@ -92,7 +92,8 @@ class BenchSettings:
     """create and metadata: the suite's storm files' names (``--file-names``, ``FILE_NAMES``):
     ``dcp``, DCP's shard names as the checklist's storm makes them (``__R_I.distcp``), or
     ``peer``, the peer's own (mdtest's ``file.mdtest.R.I``, fio's ``create.R.I``), so that both
-    sides create the same names: on ext4 the names alone move a 2-rank create rate by 5 %."""
+    sides create the same names (a file system's create rate can depend on the names:
+    benchmarks/README.md, issue 33)."""
 
     def __post_init__(self) -> None:
         if self.ranks < 1 or self.repeats < 1 or self.warmup < 0:
@@ -101,6 +102,12 @@ class BenchSettings:
             raise ValueError(f"--variant {self.variant}: use {' or '.join(VARIANTS)}")
         if self.file_names not in FILE_NAMES:
             raise ValueError(f"--file-names {self.file_names}: use {' or '.join(FILE_NAMES)}")
+
+    @property
+    def files_per_rank(self) -> int:
+        """create and metadata: each rank's files, ``files`` over the ranks rounded up (both
+        sides make ``files_per_rank * ranks``)."""
+        return -(-self.files // self.ranks)
 
     @property
     def storm_write_bytes(self) -> int:
@@ -121,6 +128,11 @@ class BenchSettings:
             raise ValueError(f"--peer {peer}: {kind} compares with {' or '.join(allowed)}")
         if self.variant != "pure" and kind != "metadata":
             raise ValueError(f"--variant {self.variant}: only metadata has variants, not {kind}")
+        if self.file_names != "dcp" and kind not in ("create", "metadata"):
+            raise ValueError(
+                f"--file-names {self.file_names}: only create and metadata name a storm's "
+                f"files, not {kind}"
+            )
         return peer
 
     @classmethod

@@ -28,6 +28,12 @@ from ckptgate.workloads.storm import (
     storm_files,
 )
 
+PEER_FILE_NAMES: dict[str, Callable[[int, int], list[str]]] = {
+    "mdtest": hpc.mdtest_file_names,
+    "fio": fio.create_job_names,
+}
+"""Each storm peer's names for a rank's files (``--file-names peer``)."""
+
 
 def compare_create(target: Target, settings: BenchSettings) -> Comparison:
     """The storm's create+close rate against fio's ``filecreate``."""
@@ -39,20 +45,12 @@ def compare_metadata(target: Target, settings: BenchSettings) -> list[Comparison
     return compare_storm(target, settings, "metadata")
 
 
-PEER_FILE_NAMES: dict[str, Callable[[int, int], list[str]]] = {
-    "mdtest": hpc.mdtest_file_names,
-    "fio": fio.create_job_names,
-}
-"""Each storm peer's names for a rank's files (``--file-names peer``)."""
-
-
 def storm_names(settings: BenchSettings, peer: str) -> list[list[str]] | None:
     """Each rank's storm file names: None for DCP's (``storm_files``'s own), or the peer's
     (``--file-names peer``), so that both sides create the same names in one directory."""
     if settings.file_names == "dcp":
         return None
-    per_rank = -(-settings.files // settings.ranks)
-    return [PEER_FILE_NAMES[peer](rank, per_rank) for rank in range(settings.ranks)]
+    return [PEER_FILE_NAMES[peer](rank, settings.files_per_rank) for rank in range(settings.ranks)]
 
 
 def _suite_storm(
@@ -68,8 +66,7 @@ def _suite_storm(
     checklist``), then, where asked, a stat of every file and an unlink of every file, each
     phase from a common start over the pool's ranks; ``names``: each rank's file names
     (``storm_names``; None: DCP's)."""
-    ranks, files = settings.ranks, settings.files
-    per_rank = -(-files // ranks)
+    ranks, per_rank = settings.ranks, settings.files_per_rank
     spec = dataclasses.replace(target.spec, loop=settings.storm_loop)
 
     def suite(tag: str) -> dict[str, tuple[float, dict[str, Any]]]:
@@ -117,8 +114,7 @@ def _suite_storm(
 def _storm_peer(
     target: Target, settings: BenchSettings, peer: str
 ) -> Callable[[str], dict[str, tuple[float, dict[str, Any]]]]:
-    ranks, files = settings.ranks, settings.files
-    per_rank = -(-files // ranks)
+    ranks, per_rank = settings.ranks, settings.files_per_rank
 
     def with_fio(tag: str) -> dict[str, tuple[float, dict[str, Any]]]:
         fio_dir = target.new_dir(f"{tag}-fio")
@@ -161,10 +157,13 @@ def compare_storm(target: Target, settings: BenchSettings, kind: str) -> list[Co
     stat and unlink, three comparisons from the same interleaved repeats)."""
     peer_name = settings.peer_for(kind)
     phases = ("create",) if kind == "create" else tuple(hpc.MDTEST_PHASES)
-    ranks, files = settings.ranks, settings.files
-    per_rank = -(-files // ranks)
-    facts = {"target": target.url, "ranks": ranks, "files": per_rank * ranks}
-    facts["file_names"] = settings.file_names
+    ranks, per_rank = settings.ranks, settings.files_per_rank
+    facts = {
+        "target": target.url,
+        "ranks": ranks,
+        "files": per_rank * ranks,
+        "file_names": settings.file_names,
+    }
     if kind == "metadata":
         facts["variant"] = settings.variant
     comparisons = {

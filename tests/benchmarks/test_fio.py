@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ckptgate.benchmarks import compare, fio, pairs
+from ckptgate.benchmarks import compare, fio, pairs, storms
 from ckptgate.storage.target import Target
 
 MiB = 2**20
@@ -235,6 +235,38 @@ def test_compare_write_end_to_end_leaves_nothing_behind(tmp_path, capsys):
     assert not os.path.exists(figures["run_dir"])
 
 
+@needs_fio_shm
+def test_compare_create_with_file_names_peer_creates_fio_s_names_from_the_command_line(
+    tmp_path, capsys, monkeypatch
+):
+    """``--file-names peer`` reaches the suite's storm from the command line: it creates
+    fio's names, rank by rank (7 files on 2 ranks: 4 each, as both sides round up), and the
+    header and the JSON say so."""
+    named = []
+    make_files = storms.storm_files
+
+    def recording(directory, files, files_per_rank, rank_names=None):
+        named.append(rank_names)
+        return make_files(directory, files, files_per_rank, rank_names)
+
+    monkeypatch.setattr(storms, "storm_files", recording)
+    report = tmp_path / "create.json"
+    argv = ["create", "--target", "/dev/shm", "--ranks", "2", "--files", "7"]
+    argv += ["--file-names", "peer", "--repeats", "1", "--warmup", "0", "--json", str(report)]
+    assert compare.main(argv) == 0
+    assert "file_names=peer" in capsys.readouterr().out
+    assert named == [[fio.create_job_names(0, 4), fio.create_job_names(1, 4)]]
+    figures = json.loads(report.read_text())
+    assert figures["settings"]["file_names"] == "peer" and figures["settings"]["files"] == 8
+    assert not os.path.exists(figures["run_dir"])
+
+
+def test_file_names_are_refused_for_a_kind_that_makes_no_storm():
+    with pytest.raises(ValueError, match="--file-names peer: only create and metadata name a"):
+        compare.BenchSettings(file_names="peer").peer_for("write")
+    assert compare.BenchSettings(file_names="peer").peer_for("create") == "fio"
+
+
 def test_the_median_interval_is_tight_for_steady_ratios_and_wide_for_noisy_ones():
     steady = pairs.bootstrap_median_interval([1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0])
     noisy = pairs.bootstrap_median_interval([0.6, 1.5, 0.7, 1.4, 0.9, 1.2, 0.65])
@@ -279,6 +311,9 @@ def test_the_settings_are_the_command_line_s_defaults_and_its_options():
     assert (settings.ranks, settings.bytes_per_rank, settings.transfer) == (2, MiB, 64 * 1024)
     assert (settings.shift, settings.direct, settings.settle_s) == (3, True, 0.5)
     assert settings.fio == "/opt/fio"
+    assert settings.file_names == "dcp"
+    argv = ["metadata", "--target", "d", "--file-names", "peer"]
+    assert compare.BenchSettings.from_args(parser.parse_args(argv)).file_names == "peer"
 
 
 @pytest.mark.parametrize(

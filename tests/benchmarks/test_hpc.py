@@ -7,8 +7,8 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -134,36 +134,48 @@ def test_mdtest_s_and_fio_s_names_for_a_rank_s_files_are_their_own() -> None:
         compare.BenchSettings(file_names="mdtest")
 
 
+def _dcp_names(rank: int, files_per_rank: int) -> list[str]:
+    return [f"__{rank}_{index}.distcp" for index in range(files_per_rank)]
+
+
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm")
 @pytest.mark.parametrize(
-    ("file_names", "first", "last"),
-    [("dcp", "__0_0.distcp", "__1_2.distcp"), ("peer", "file.mdtest.0.0", "file.mdtest.1.2")],
+    ("file_names", "peer", "names"),
+    [
+        ("dcp", "mdtest", _dcp_names),
+        ("peer", "mdtest", hpc.mdtest_file_names),
+        ("peer", "fio", fio.create_job_names),
+    ],
 )
-def test_the_suite_s_storm_creates_dcp_s_names_or_with_file_names_peer_mdtest_s(
-    file_names: str, first: str, last: str, monkeypatch: pytest.MonkeyPatch
+def test_the_suite_s_storm_creates_dcp_s_names_or_with_file_names_peer_the_peer_s(
+    file_names: str,
+    peer: str,
+    names: Callable[[int, int], list[str]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``--file-names peer``: the suite's storm creates mdtest's names in its directory, so
-    both sides of the comparison create the same names (on ext4 the names alone move a 2-rank
-    create rate by 5 %); by default DCP's, as the checklist's storm."""
-    settings = compare.BenchSettings(ranks=2, files=6, file_names=file_names)
+    """``--file-names peer``: the suite's storm creates the peer's names in its directory,
+    rank r the peer's rank r's, so both sides of the comparison create the same names; by
+    default DCP's, as the checklist's storm. 5 files on 2 ranks: 3 each, as both sides round
+    up. What is on disk is listed before the storm's files are removed."""
+    settings = compare.BenchSettings(ranks=2, files=5, file_names=file_names)
     target = Target("/dev/shm")
     target.create_run_dir()
-    registered: list[str] = []
-    register = target.register
+    on_disk: list[str] = []
+    remove_files = target.remove_files
 
-    def recording(paths: list[str], **kwargs: Any) -> None:
-        registered.extend(paths)
-        register(paths, **kwargs)
+    def listing(paths: list[str]) -> None:
+        on_disk.extend(sorted(os.listdir(os.path.dirname(paths[0]))))
+        remove_files(paths)
 
-    monkeypatch.setattr(target, "register", recording)
+    monkeypatch.setattr(target, "remove_files", listing)
     try:
         with RankPool(2) as pool:
-            names = storms.storm_names(settings, "mdtest")
-            compare._suite_storm(target, settings, pool, 1, ("create",), names)("t0")
+            rank_names = storms.storm_names(settings, peer)
+            compare._suite_storm(target, settings, pool, 1, ("create",), rank_names)("t0")
     finally:
         target.cleanup()
-    created = [os.path.basename(path) for path in registered]
-    assert len(created) == 6 and created[0] == first and created[-1] == last
+    assert on_disk == sorted(names(0, 3) + names(1, 3))
+    assert rank_names == (None if file_names == "dcp" else [names(0, 3), names(1, 3)])
 
 
 def test_a_missing_tool_says_where_to_get_it(tmp_path: Path) -> None:

@@ -47,7 +47,8 @@ def storm_files(
 
     At full count (``gpus x files_per_rank``) that is every rank's files, as DCP lays them out;
     with ``rank_names`` (each rank's file names, where the profile's writer names them: DLIO's
-    1 to 6 a rank, DCP's planner's) those names, in the same order.
+    1 to 6 a rank, DCP's planner's; or a benchmark's peer's, ``benchmarks.storms.storm_names``)
+    those names, in the same order.
     """
     if files < 1 or files_per_rank < 1:
         raise ValueError(f"a storm needs files >= 1 and files_per_rank >= 1, got {files}")
