@@ -59,14 +59,15 @@ def _suite_storm(
     pool: RankPool,
     run_id: int,
     phases: tuple[str, ...],
-    names: list[list[str]] | None = None,
+    peer: str,
 ) -> Callable[[str], dict[str, tuple[float, dict[str, Any]]]]:
     """One storm in a new directory: a pure create+close (fio's filecreate, mdtest's ``-C``
     without ``-w``), or the checklist's create, 4 KiB write, fsync and close (``--variant
     checklist``), then, where asked, a stat of every file and an unlink of every file, each
-    phase from a common start over the pool's ranks; ``names``: each rank's file names
-    (``storm_names``; None: DCP's)."""
+    phase from a common start over the pool's ranks; each rank's file names DCP's or, with
+    ``--file-names peer``, ``peer``'s (``storm_names``)."""
     ranks, per_rank = settings.ranks, settings.files_per_rank
+    names = storm_names(settings, peer)
     spec = dataclasses.replace(target.spec, loop=settings.storm_loop)
 
     def suite(tag: str) -> dict[str, tuple[float, dict[str, Any]]]:
@@ -174,8 +175,7 @@ def compare_storm(target: Target, settings: BenchSettings, kind: str) -> list[Co
     pool = RankPool(ranks)
     try:
         pool.pids()  # start the ranks before the first timed storm
-        names = storm_names(settings, peer_name)
-        suite = _suite_storm(target, settings, pool, run_id, phases, names)
+        suite = _suite_storm(target, settings, pool, run_id, phases, peer_name)
         peer = _storm_peer(target, settings, peer_name)
         for ours, theirs, first in timed_pairs(settings, "c", suite, peer, target.flush):
             for phase, comparison in comparisons.items():

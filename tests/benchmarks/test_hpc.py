@@ -17,6 +17,7 @@ from ckptgate.benchmarks.pairs import PeerError
 from ckptgate.engine.pool import RankPool
 from ckptgate.sizing.units import MiB
 from ckptgate.storage.target import Target
+from ckptgate.workloads.fileplan import shard_file_name
 from ckptgate.workloads.storm import WRITE_BYTES
 
 HERE = Path(__file__).parent
@@ -114,7 +115,7 @@ def test_the_suite_s_storm_runs_each_variant_s_operations(variant: str, ops: lis
     target.create_run_dir()
     try:
         with RankPool(2) as pool:
-            suite = compare._suite_storm(target, settings, pool, 1, ("create",))
+            suite = compare._suite_storm(target, settings, pool, 1, ("create",), "mdtest")
             figures = suite("t0")
             # each repeat removes its emptied directory, as mdtest's -r removes its tree: a
             # repeat must not run beside the last one's emptied 65,536-entry directory
@@ -135,7 +136,7 @@ def test_mdtest_s_and_fio_s_names_for_a_rank_s_files_are_their_own() -> None:
 
 
 def _dcp_names(rank: int, files_per_rank: int) -> list[str]:
-    return [f"__{rank}_{index}.distcp" for index in range(files_per_rank)]
+    return [shard_file_name(rank, index) for index in range(files_per_rank)]
 
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm")
@@ -170,11 +171,11 @@ def test_the_suite_s_storm_creates_dcp_s_names_or_with_file_names_peer_the_peer_
     monkeypatch.setattr(target, "remove_files", listing)
     try:
         with RankPool(2) as pool:
-            rank_names = storms.storm_names(settings, peer)
-            compare._suite_storm(target, settings, pool, 1, ("create",), rank_names)("t0")
+            compare._suite_storm(target, settings, pool, 1, ("create",), peer)("t0")
     finally:
         target.cleanup()
     assert on_disk == sorted(names(0, 3) + names(1, 3))
+    rank_names = storms.storm_names(settings, peer)
     assert rank_names == (None if file_names == "dcp" else [names(0, 3), names(1, 3)])
 
 
