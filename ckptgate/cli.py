@@ -113,13 +113,13 @@ def _bench(argv: Sequence[str]) -> int:
 
 
 def _verify(argv: Sequence[str]) -> int:
-    from ckptgate.storage.cli import verify_main
+    from ckptgate.rundir.cli import verify_main
 
     return verify_main(argv)
 
 
 def _clean(argv: Sequence[str]) -> int:
-    from ckptgate.storage.cli import clean_main
+    from ckptgate.rundir.cli import clean_main
 
     return clean_main(argv)
 

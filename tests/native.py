@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ckptgate.storage.loops import native_module
+from ckptgate.workloads.storm.loops import native_module
 
 REQUIRED = "CKPTGATE_NATIVE_LOOP_REQUIRED"
 

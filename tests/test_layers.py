@@ -12,8 +12,10 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"pipes"}),  # the entry points' manners on a closed pipe: imports nothing
     frozenset({"sizing"}),  # pure arithmetic
     frozenset({"engine", "projection"}),
-    frozenset({"storage", "cluster", "dcp", "report"}),
+    frozenset({"storage"}),  # the backends: the I/O operations table
+    frozenset({"rundir", "cluster", "dcp", "report"}),
     frozenset({"workloads"}),
+    frozenset({"campaigns"}),  # the runs several checks share: the write rounds, the sweep
     frozenset({"checks"}),
     frozenset({"fixtures"}),
     frozenset({"acceptance", "benchmarks"}),

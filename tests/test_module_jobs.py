@@ -45,9 +45,9 @@ def test_the_storm_package_is_the_one_way_in() -> None:
 
 
 def test_the_write_campaign_and_the_write_judgements_are_apart() -> None:
-    campaign = importlib.import_module("ckptgate.checks.campaign")
+    campaign = importlib.import_module("ckptgate.campaigns.write")
     write = importlib.import_module("ckptgate.checks.write")
-    assert campaign.WriteCampaign.__module__ == "ckptgate.checks.campaign"
+    assert campaign.WriteCampaign.__module__ == "ckptgate.campaigns.write"
     judges = ("sync_stall", "async_persist", "load_generator", "checkpoint_bytes")
     for name in judges:
         assert getattr(write, name).__module__ == "ckptgate.checks.write"

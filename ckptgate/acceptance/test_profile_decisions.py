@@ -3,8 +3,8 @@ against the measured write bandwidth."""
 
 from __future__ import annotations
 
+from ckptgate.campaigns.write import WriteCampaign
 from ckptgate.checks import decisions
-from ckptgate.checks.campaign import WriteCampaign
 from ckptgate.fixtures.provided import Gate
 from ckptgate.sizing import Profile, Sizing
 

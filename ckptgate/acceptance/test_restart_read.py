@@ -7,8 +7,8 @@ several old files. Every byte read is verified.
 
 from __future__ import annotations
 
+from ckptgate.campaigns.write import WriteCampaign
 from ckptgate.checks import restart
-from ckptgate.checks.campaign import WriteCampaign
 from ckptgate.fixtures.provided import Gate
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ckptgate.checks import retention
 from ckptgate.fixtures.provided import Gate
+from ckptgate.rundir.target import Target
 from ckptgate.sizing import Profile, Sizing
-from ckptgate.storage.target import Target
 
 
 def test_retention_capacity(

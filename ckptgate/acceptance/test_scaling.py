@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ckptgate.checks.scaling import SweepResult
+from ckptgate.campaigns.sweep import SweepResult
 from ckptgate.report.junit import projection_properties
 
 

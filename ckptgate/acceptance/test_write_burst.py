@@ -7,8 +7,8 @@ every checkpoint of a training run must fit its window, not the average one.
 
 from __future__ import annotations
 
+from ckptgate.campaigns.write import WriteCampaign
 from ckptgate.checks import write
-from ckptgate.checks.campaign import WriteCampaign
 from ckptgate.fixtures.provided import Gate
 
 

@@ -21,9 +21,9 @@ from ckptgate.benchmarks.pairs import (
 from ckptgate.benchmarks.settings import BenchSettings
 from ckptgate.engine.pool import RankContext, RankPool
 from ckptgate.engine.records import BurstResult, detail_as
+from ckptgate.rundir.manifest import Writer
+from ckptgate.rundir.target import Target
 from ckptgate.storage import pagecache
-from ckptgate.storage.manifest import Writer
-from ckptgate.storage.target import Target
 from ckptgate.workloads.readback import ReadFilesDetail, ReadResult, run_readback
 from ckptgate.workloads.write_burst import (
     ShardFile,

@@ -10,9 +10,9 @@ from typing import TypeVar
 
 from ckptgate.benchmarks.pairs import PairSettings
 from ckptgate.engine.interrupts import signals_deferred
-from ckptgate.fixtures.cleanup import what_stayed
-from ckptgate.storage.janitor import TargetHung
-from ckptgate.storage.target import Target, TargetError
+from ckptgate.fixtures.run.cleanup import what_stayed
+from ckptgate.rundir.janitor import TargetHung
+from ckptgate.rundir.target import Target, TargetError
 
 Outcome = TypeVar("Outcome")
 

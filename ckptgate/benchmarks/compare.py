@@ -41,9 +41,9 @@ from ckptgate.benchmarks.pairs import (
 from ckptgate.benchmarks.settings import FILE_NAMES, PEERS, VARIANTS, BenchSettings, parse_size
 from ckptgate.benchmarks.storms import _suite_storm, compare_create, compare_metadata, compare_storm
 from ckptgate.engine.interrupts import sigterm_unwinds
+from ckptgate.rundir.target import Target
 from ckptgate.sizing.units import MiB
-from ckptgate.storage.loops import LOOP_CHOICES
-from ckptgate.storage.target import Target
+from ckptgate.workloads.storm.loops import LOOP_CHOICES
 
 __all__ = [
     "COMPARISONS",

@@ -46,8 +46,8 @@ def named(nodes: MpiNodes) -> MpiNodes:
 
 def facts_405b() -> dict[str, Any]:
     """What the nodes compare at start-up, for the shipped 405b profile."""
-    from ckptgate.fixtures.options import Options
-    from ckptgate.fixtures.startup import run_facts
+    from ckptgate.fixtures.run.options import Options
+    from ckptgate.fixtures.run.startup import run_facts
     from ckptgate.sizing import load_profile
 
     options = Options(profile="405b", profile_named=True, target="/lustre/ckpt")
@@ -103,7 +103,7 @@ def node_burst(node: int, ranks: int) -> BurstResult:
 def start_up(nodes: MpiNodes, facts: dict[str, Any]) -> object:
     """What every node does before any test: the host names, the settings' digest, the run id
     and the run directory."""
-    from ckptgate.fixtures.startup import check_same_everywhere
+    from ckptgate.fixtures.run.startup import check_same_everywhere
 
     nodes.learn_hosts(TIMEOUT_S)
     check_same_everywhere(nodes, facts)

@@ -44,8 +44,8 @@ from ckptgate.benchmarks.pairs import Comparison, Pair, render, timed_pairs
 from ckptgate.engine.interrupts import sigterm_unwinds
 from ckptgate.engine.pool import FILES_DONE, inline_context
 from ckptgate.engine.records import RankResult
-from ckptgate.storage.manifest import Writer
-from ckptgate.storage.target import Target
+from ckptgate.rundir.manifest import Writer
+from ckptgate.rundir.target import Target
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm import WRITE_BYTES, floor, storm_files
 from ckptgate.workloads.storm.create import create_task

@@ -95,7 +95,7 @@ def _nodes(comm: SimComm) -> MpiNodes:
 
 
 def start_up(count: int, ranks: int) -> tuple[SimComm, Callable[[], object]]:
-    from ckptgate.fixtures.startup import digest
+    from ckptgate.fixtures.run.startup import digest
 
     facts = facts_405b()
     facts_digest = digest(facts)
@@ -196,8 +196,8 @@ def measure(make: Part, count: int, ranks: int) -> PartResult:
 def write_manifest_part(run_dir: str, node: int, count: int, ranks: int) -> None:
     """Node ``node``'s manifest part of ``ranks`` files in ``run_dir``'s ``round-1`` (which
     node 0 makes), each file made empty (I/O made small)."""
-    from ckptgate.storage.appender import LocalAppender, ManifestSink
-    from ckptgate.storage.manifest import ManifestWriter
+    from ckptgate.rundir.appender import LocalAppender, ManifestSink
+    from ckptgate.rundir.manifest import ManifestWriter
 
     round_dir = f"{run_dir}/round-1"
     sink = cast(ManifestSink, LocalAppender())  # the run's own, unbounded: no helper
@@ -217,9 +217,9 @@ def write_manifest_part(run_dir: str, node: int, count: int, ranks: int) -> None
 def manifests(count: int, ranks: int, root: str) -> dict[str, PartResult]:
     """N manifest parts of ``ranks`` files each (``write_manifest_part``, every node's from
     this one process), then ``ckptgate verify`` and ``ckptgate clean`` of the run directory."""
-    from ckptgate.storage.clean import clean_run
-    from ckptgate.storage.runs import judge_run
-    from ckptgate.storage.verify import verify_run
+    from ckptgate.rundir.clean import clean_run
+    from ckptgate.rundir.runs import judge_run
+    from ckptgate.rundir.verify import verify_run
 
     run_dir = tempfile.mkdtemp(prefix="ckptgate-scale-", dir=root)
 

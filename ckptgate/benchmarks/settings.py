@@ -87,7 +87,7 @@ class BenchSettings:
     ``-C -w 4096 -y``), ``VARIANTS``."""
     storm_loop: str = "auto"
     """metadata: the storm's per-file loop (``--storm-loop``: auto, native, python;
-    ``ckptgate.storage.loops``), to set the C loop and the Python loop side by side."""
+    ``ckptgate.workloads.storm.loops``), to set the C loop and the Python loop side by side."""
     file_names: str = "dcp"
     """create and metadata: the suite's storm files' names (``--file-names``, ``FILE_NAMES``):
     ``dcp``, DCP's shard names as the checklist's storm makes them (``__R_I.distcp``), or

@@ -19,8 +19,8 @@ from ckptgate.benchmarks.pairs import (
 )
 from ckptgate.benchmarks.settings import BenchSettings
 from ckptgate.engine.pool import RankPool
-from ckptgate.storage.manifest import Writer
-from ckptgate.storage.target import Target
+from ckptgate.rundir.manifest import Writer
+from ckptgate.rundir.target import Target
 from ckptgate.workloads.storm import (
     run_delete_storm,
     run_metadata_storm,

@@ -28,9 +28,9 @@ from ckptgate.benchmarks import fio
 from ckptgate.benchmarks.command import add_pair_options, run_in_directory
 from ckptgate.benchmarks.pairs import Comparison, Pair, render, timed_pairs
 from ckptgate.engine.datagen import StampKey, write_stamped
-from ckptgate.storage.manifest import Writer
-from ckptgate.storage.target import Target
-from ckptgate.storage.verify import DEFAULT_JOBS, verify_run
+from ckptgate.rundir.manifest import Writer
+from ckptgate.rundir.target import Target
+from ckptgate.rundir.verify import DEFAULT_JOBS, verify_run
 from ckptgate.workloads.fileplan import ShardFile
 
 MiB = 2**20

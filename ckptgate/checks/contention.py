@@ -20,15 +20,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ckptgate.checks.campaign import WriteCampaign
+from ckptgate.campaigns.write import WriteCampaign
 from ckptgate.checks.write import persist_item, stall_item
 from ckptgate.cluster.nodes import pool_cancel, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import BurstResult, detail_as, merge_nodes
 from ckptgate.engine.sampler import ProgressSampler
 from ckptgate.report.items import Item, judge
+from ckptgate.rundir.manifest import Writer
 from ckptgate.sizing import format_rate, format_seconds
-from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.contention import (
     READ_BYTES,
     ContendedRun,

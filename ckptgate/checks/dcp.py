@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ckptgate.checks.context import CheckContext
+from ckptgate.campaigns.context import CheckContext
 from ckptgate.dcp.driver import DcpConfig, DcpResult, run_dcp
 from ckptgate.engine.records import BurstResult
 from ckptgate.report.items import Item, judge
+from ckptgate.rundir.manifest import Writer
 from ckptgate.sizing import format_bytes, format_seconds
 from ckptgate.sizing.dcp_plan import dcp_save_layout
-from ckptgate.storage.manifest import Writer
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst, shard_file_name
 
 K_TOLERANCE = 0.1

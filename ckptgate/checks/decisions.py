@@ -18,7 +18,7 @@ for a larger file, which a run without ``run.shard_bytes_cap`` shows.
 
 from __future__ import annotations
 
-from ckptgate.checks.campaign import WriteCampaign
+from ckptgate.campaigns.write import WriteCampaign
 from ckptgate.engine.records import RankRecord, per_second
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import Profile, Sizing, format_bytes, format_rate, format_seconds

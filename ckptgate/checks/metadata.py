@@ -21,29 +21,26 @@ With many nodes, the nodes split the files and start together.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ckptgate.checks.context import CheckContext
+from ckptgate.campaigns.context import CheckContext
 from ckptgate.cluster.nodes import run_everywhere
 from ckptgate.report.items import Item, judge
+from ckptgate.rundir.manifest import Writer
 from ckptgate.sizing import format_bytes, format_count, format_seconds, storm_file_count
 from ckptgate.sizing.checklist import BY_ID
-from ckptgate.storage.manifest import FileStamp, Writer
-from ckptgate.storage.target import Target
 from ckptgate.workloads.fileplan import FilePlan
 from ckptgate.workloads.replay import scan_checkpoint
 from ckptgate.workloads.storm import (
     METADATA_NAME,
-    WRITE_BYTES,
     Phase,
-    StormFile,
     StormResult,
     combine_phases,
     commit_content,
     metadata_paths,
     planned_storm_files,
+    register_storm,
     run_commit,
     run_delete_storm,
     run_metadata_storm,
@@ -193,18 +190,6 @@ def _storm_round(
         create,
         commit,
     )
-
-
-def register_storm(target: Target, files: Sequence[StormFile], run_id: int) -> None:
-    """Register a storm's files before they exist. Each is one stamped block at its (rank,
-    index) offset, so the manifest can re-verify it (``ckptgate verify``)."""
-    target.register(
-        [f.path for f in files],
-        stamps=[FileStamp(run_id, f.global_rank, WRITE_BYTES, f.index * WRITE_BYTES)
-                for f in files],
-        sizes=[WRITE_BYTES] * len(files),
-        writer=Writer.STORM,
-    )  # fmt: skip
 
 
 def _metadata_bytes(ctx: CheckContext, replay: FilePlan | None) -> int:

@@ -10,8 +10,8 @@ capacity: the item is reported, not gated.
 from __future__ import annotations
 
 from ckptgate.report.items import Item, judge
+from ckptgate.rundir.target import Target
 from ckptgate.sizing import Profile, Sizing, format_bytes
-from ckptgate.storage.target import Target
 
 SCOPE = "capacity is a property of the whole target, not of this run's scale"
 

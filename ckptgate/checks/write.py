@@ -1,14 +1,14 @@
 """Checklist items 1, 3 and 5 on the write rounds: the checkpoint bytes, the sync stall, the
 async persist bandwidth, and the proof that the load generator was not what was timed.
 
-The rounds come from the write campaign (``ckptgate.checks.campaign``). The gate uses the
+The rounds come from the write campaign (``ckptgate.campaigns.write``). The gate uses the
 slowest round, because every checkpoint of a training run must fit its window, not the
 average one; the median is reported beside it.
 """
 
 from __future__ import annotations
 
-from ckptgate.checks.campaign import GENERATOR_HEADROOM, GENERATOR_MIN_BYTES, WriteCampaign
+from ckptgate.campaigns.write import GENERATOR_HEADROOM, GENERATOR_MIN_BYTES, WriteCampaign
 from ckptgate.engine.records import BurstResult
 from ckptgate.report.gate import Item, judge
 from ckptgate.sizing import (

@@ -208,7 +208,7 @@ class SweepSection:
 
 @dataclass(frozen=True)
 class ScalingPlan:
-    """What a scaling sweep measured (``checks.scaling.SweepPlan``)."""
+    """What a scaling sweep measured (``campaigns.sweep.SweepPlan``)."""
 
     node_counts: tuple[int, ...]
     ranks_per_node: tuple[int, ...]
@@ -218,7 +218,7 @@ class ScalingPlan:
 
 @dataclass(frozen=True)
 class ScalingPoint:
-    """One repeat of one sweep point (``checks.scaling.SweepPoint``)."""
+    """One repeat of one sweep point (``campaigns.sweep.SweepPoint``)."""
 
     nodes: int
     ranks_per_node: int
@@ -323,7 +323,7 @@ class RanksSection:
 
 @dataclass(frozen=True)
 class ScalingSection:
-    """The scaling sweep and its projection (``checks.scaling.SweepResult.section``)."""
+    """The scaling sweep and its projection (``campaigns.sweep.SweepResult.section``)."""
 
     plan: ScalingPlan
     words: str = ""
@@ -424,7 +424,7 @@ def sweep_row(raw: Any, source: str) -> SweepRow:
 
 
 def scaling_section(raw: Any, source: str) -> ScalingSection:
-    """A sweep's ``scaling`` section (``checks.scaling.SweepResult.section``, a mapping) as
+    """A sweep's ``scaling`` section (``campaigns.sweep.SweepResult.section``, a mapping) as
     a ``ScalingSection``, for a figure drawn outside a saved report."""
     return _build(ScalingSection, raw, "scaling", source)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptgate.storage import loops, registry
+from ckptgate.storage import registry
 from ckptgate.storage.fsfacts import is_local
 from ckptgate.storage.operations import Backend
 
@@ -28,29 +28,19 @@ class BackendSpec:
 
     ``backend="auto"`` uses POSIX for a local filesystem and fsspec for anything else;
     ``"fsspec"`` forces fsspec on a local one too (to compare the two paths). ``loop``: the
-    metadata storm's per-file loop, ``auto``, ``native`` or ``python``
-    (``ckptgate.storage.loops``; ``--storm-loop``).
+    metadata storm's per-file loop as chosen, ``auto``, ``native`` or ``python``
+    (``--storm-loop``), carried to the rank processes; the storm resolves it, and checks it
+    against this spec's backend (``ckptgate.workloads.storm.loops.spec_loop``).
     """
 
     protocol: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     backend: BackendName = registry.AUTO
-    loop: str = loops.AUTO
+    loop: str = "auto"
 
     def __post_init__(self) -> None:
-        # one line (ValueError) for an unknown backend, or one that cannot serve the protocol,
-        # or a storm loop that cannot run on it
-        loops.resolve_loop(self.loop, registry.resolve(self.backend, self.protocol))
-
-    @property
-    def storm_loop(self) -> str:
-        """The storm's loop on this spec: ``native`` (C) or ``python``."""
-        return loops.resolve_loop(self.loop, self.resolved)
-
-    @property
-    def storm_loop_words(self) -> str:
-        """The loop and why, for the run's header (``native (C: ...)``, ``python (why)``)."""
-        return loops.loop_words(self.loop, self.resolved)
+        # one line (ValueError) for an unknown backend, or one that cannot serve the protocol
+        registry.resolve(self.backend, self.protocol)
 
     @property
     def is_local(self) -> bool:

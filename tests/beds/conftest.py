@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def own_host_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The runs a bed test starts keep their host registry entries (``storage.overlap``) in
+    """The runs a bed test starts keep their host registry entries (``rundir.overlap``) in
     the test's own directory: a bed's hosts are namespaces with host names of their own, whose
     entries no later run on this machine could judge, and a lost or stopped node leaves its
     entry behind. Removed with the test's directory."""

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from ckptgate.storage.manifest import manifest_name
+from ckptgate.rundir.manifest import manifest_name
 from tests.beds.ceph import CephBed, ceph_bed, wait_for
 from tests.beds.runs import (
     FAULT_RUN,

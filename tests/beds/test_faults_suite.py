@@ -23,9 +23,9 @@ import pytest
 
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.engine.records import detail_as
+from ckptgate.rundir.janitor import CALL_STALL_S, TargetHung
+from ckptgate.rundir.target import Target
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.storage.janitor import CALL_STALL_S, TargetHung
-from ckptgate.storage.target import Target
 from ckptgate.workloads.readback import run_readback
 from ckptgate.workloads.write_burst import ShardFile, WriteDetail, run_write_burst
 from tests.beds.faultfs import Fault, FaultFS, faultfs

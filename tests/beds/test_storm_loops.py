@@ -21,7 +21,6 @@ import pytest
 
 from ckptgate.engine.pool import RankFailure, RankPool
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.storage.loops import NATIVE, PYTHON
 from ckptgate.workloads.storm import (
     StormFile,
     run_delete_storm,
@@ -29,6 +28,7 @@ from ckptgate.workloads.storm import (
     run_restore_listing,
     storm_files,
 )
+from ckptgate.workloads.storm.loops import NATIVE, PYTHON
 from tests.beds.faultfs import Fault, FaultFS, faultfs
 from tests.beds.test_faults_suite import FakeClock
 from tests.native import require_native

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from ckptgate.benchmarks import compare, fio, pairs, storms
-from ckptgate.storage.target import Target
+from ckptgate.rundir.target import Target
 
 MiB = 2**20
 

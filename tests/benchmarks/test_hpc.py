@@ -15,8 +15,8 @@ import pytest
 from ckptgate.benchmarks import compare, fio, hpc, storms
 from ckptgate.benchmarks.pairs import PeerError
 from ckptgate.engine.pool import RankPool
+from ckptgate.rundir.target import Target
 from ckptgate.sizing.units import MiB
-from ckptgate.storage.target import Target
 from ckptgate.workloads.fileplan import shard_file_name
 from ckptgate.workloads.storm import WRITE_BYTES
 

@@ -27,9 +27,9 @@ from ckptgate.report.csvfiles import write_csv
 from ckptgate.report.gate import write_report_json
 from ckptgate.report.html import write_html
 from ckptgate.report.schema import load_saved
-from ckptgate.storage.clean import clean_run
-from ckptgate.storage.runs import judge_run
-from ckptgate.storage.verify import VerifyReport, verify_run
+from ckptgate.rundir.clean import clean_run
+from ckptgate.rundir.runs import judge_run
+from ckptgate.rundir.verify import VerifyReport, verify_run
 from tests.report.saved_runs import RANKS_PER_NODE, saved_run_at
 
 SMALL, LARGE = 256, 1024

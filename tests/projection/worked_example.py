@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ckptgate.checks.scaling import SweepPlan, SweepPoint, SweepResult
+from ckptgate.campaigns.sweep import SweepPlan, SweepPoint, SweepResult
 from ckptgate.projection.projected import Projection, project
 from ckptgate.projection.usl import usl
 from ckptgate.sizing import derive, load_profile

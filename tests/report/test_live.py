@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ckptgate.engine.sampler import NodeProgress
-from ckptgate.fixtures.progress import start_progress
+from ckptgate.fixtures.run.progress import start_progress
 from ckptgate.report.live import LiveProgress, progress_line
 
 GB = 10**9

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ckptgate.checks.scaling import SweepPlan, SweepPoint, SweepResult
+from ckptgate.campaigns.sweep import SweepPlan, SweepPoint, SweepResult
 from ckptgate.projection.projected import project
 from ckptgate.projection.usl import usl
 from ckptgate.report import figures

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from ckptgate.fixtures.header import object_store_lines
+from ckptgate.fixtures.run.header import object_store_lines
+from ckptgate.rundir.target import Target
 from ckptgate.storage.fsspec_backend import FsspecBackend
 from ckptgate.storage.object_store import OBJECT_STORES, object_store, part_size
-from ckptgate.storage.target import Target
 from tests.s3server import S3Server
 
 s3fs = pytest.importorskip("s3fs", reason="s3fs is in the test extra")

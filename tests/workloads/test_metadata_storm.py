@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ckptgate.checks.context import CheckContext
+from ckptgate.campaigns.context import CheckContext
 from ckptgate.checks.metadata import MetadataRun, delete_storm
 from ckptgate.cluster.plan import plan_node
 from ckptgate.engine.datagen import BlockStamper, StampKey

@@ -58,6 +58,7 @@ from ckptgate.workloads.storm.files import (
     StormFile,
     metadata_paths,
     planned_storm_files,
+    register_storm,
     split,
     storm_files,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "metadata_paths",
     "planned_storm_files",
     "read_manifest",
+    "register_storm",
     "run_commit",
     "run_delete_storm",
     "run_metadata_storm",

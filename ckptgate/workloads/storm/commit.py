@@ -18,8 +18,8 @@ from ckptgate.engine.records import (
     RankResult,
     run_ranks,
 )
+from ckptgate.rundir.manifest import FileStamp
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.storage.manifest import FileStamp
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm.files import (
     METADATA_STAMP_RANK,

@@ -21,7 +21,6 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.storage.loops import NATIVE, PathBatch, create_files
 from ckptgate.storage.operations import Backend
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm.commit import run_commit
@@ -32,6 +31,7 @@ from ckptgate.workloads.storm.files import (
     metadata_paths,
     split,
 )
+from ckptgate.workloads.storm.loops import NATIVE, PathBatch, create_files, spec_loop
 from ckptgate.workloads.storm.phase import Phase, phase_of
 
 CREATE_OPS = ("create", "write", "fsync", "close")
@@ -44,7 +44,7 @@ class CreateDetail(FilesDetail):
     fsynced: bool
     io: str
     loop: str
-    """The storm loop that ran (``native`` or ``python``: ckptgate.storage.loops)."""
+    """The storm loop that ran (``native`` or ``python``: ckptgate.workloads.storm.loops)."""
 
 
 def create_ops(write_bytes: int, fsync: bool) -> tuple[str, ...]:
@@ -80,10 +80,10 @@ def create_task(
     write_bytes: int = WRITE_BYTES,
 ) -> RankResult:
     """Rank task: create, write, fsync (``options.fsync``) and close each of ``files`` from
-    the common start, in the spec's storm loop (``ckptgate.storage.loops``: C or Python)."""
+    the common start, in the spec's storm loop (``ckptgate.workloads.storm.loops``: C or Python)."""
     fsync = options.fsync
     backend = options.spec.open()
-    loop = options.spec.storm_loop
+    loop = spec_loop(options.spec)
     payloads = _payloads(files, run_id, write_bytes)
     paths = [f.path for f in files]
     ops = create_ops(write_bytes, fsync)

@@ -12,9 +12,9 @@ from ckptgate.engine.records import (
     RankResult,
 )
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.storage.loops import NATIVE, unlink_files
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm.files import FilesDetail
+from ckptgate.workloads.storm.loops import NATIVE, spec_loop, unlink_files
 from ckptgate.workloads.storm.phase import Phase, per_file_phase, timed_each, timed_native
 
 
@@ -36,7 +36,7 @@ def unlink_task(ctx: RankContext, *, options: RunOptions, paths: list[str]) -> R
     """
     backend = options.spec.open()
     keys = backend.batch_delete_keys
-    if not keys and options.spec.storm_loop == NATIVE:  # one unlink per file, in C
+    if not keys and spec_loop(options.spec) == NATIVE:  # one unlink per file, in C
         return timed_native(
             ctx,
             "unlink",

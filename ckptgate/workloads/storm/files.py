@@ -9,6 +9,8 @@ from typing import Any
 
 from ckptgate.engine.datagen import BLOCK_BYTES
 from ckptgate.engine.records import RankDetail
+from ckptgate.rundir.manifest import FileStamp, Writer
+from ckptgate.rundir.target import Target
 from ckptgate.workloads.fileplan import FilePlan, shard_file_name
 
 METADATA_NAME = ".metadata"
@@ -94,3 +96,15 @@ def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
 
 def join(directory: str, name: str) -> str:
     return f"{directory.rstrip('/')}/{name}"
+
+
+def register_storm(target: Target, files: Sequence[StormFile], run_id: int) -> None:
+    """Register a storm's files before they exist. Each is one stamped block at its (rank,
+    index) offset, so the manifest can re-verify it (``ckptgate verify``)."""
+    target.register(
+        [f.path for f in files],
+        stamps=[FileStamp(run_id, f.global_rank, WRITE_BYTES, f.index * WRITE_BYTES)
+                for f in files],
+        sizes=[WRITE_BYTES] * len(files),
+        writer=Writer.STORM,
+    )  # fmt: skip

@@ -19,9 +19,9 @@ from ckptgate.engine.records import (
     run_ranks,
 )
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.storage.loops import NATIVE, stat_files
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm.files import FilesDetail, join, split
+from ckptgate.workloads.storm.loops import NATIVE, spec_loop, stat_files
 from ckptgate.workloads.storm.phase import (
     Phase,
     per_file_phase,
@@ -66,7 +66,7 @@ def list_task(ctx: RankContext, *, options: RunOptions, directory: str) -> RankR
 def stat_task(ctx: RankContext, *, options: RunOptions, paths: list[str]) -> RankResult:
     """Rank task: stat each of ``paths`` from the common start, in the spec's storm loop (C
     or Python); returns their sizes."""
-    if options.spec.storm_loop == NATIVE:
+    if spec_loop(options.spec) == NATIVE:
         record, sizes = timed_native(
             ctx,
             "stat",

@@ -23,9 +23,9 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
-from ckptgate.storage.loops import PathBatch
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.storm.files import FilesDetail, split
+from ckptgate.workloads.storm.loops import PathBatch
 
 
 def timed_each(
@@ -63,7 +63,7 @@ def timed_each(
 
 
 NativeRun = Callable[[PathBatch, MutableSequence[float]], tuple[np.ndarray, Any]]
-"""A C loop over a batch (``ckptgate.storage.loops``), given the files-done slot: its clock
+"""A C loop over a batch (``ckptgate.workloads.storm.loops``), given the files-done slot: its clock
 stamps and what it returned (sizes, or None)."""
 
 
