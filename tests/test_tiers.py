@@ -1,6 +1,7 @@
-"""The suite's own tests in two tiers (README, "Testing"): ``-m "not beds and not slow"`` is the
-fast tier, ``-m "beds or slow"`` the bed tier; together they are every test, each bed test
-names its beds, and no checklist test is ``slow`` (the fast tier runs the whole checklist)."""
+"""The suite's own tests in two tiers (docs/testing.md, "Two tiers"): ``-m "not beds and not
+slow"`` is the fast tier, ``-m "beds or slow"`` the bed tier; together they are every test, each
+bed test names its beds, and no checklist test is ``slow`` (the fast tier runs the whole
+checklist)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_the_bed_tier_is_tests_beds_and_every_bed_test_names_its_beds(tmp_path: 
     assert all({"fuse"} <= tests[n] for n in beds if n.startswith("tests/beds/test_faultfs.py::"))
     slow = {nodeid for nodeid, names in tests.items() if "slow" in names} - beds
     fast = tests.keys() - beds - slow
-    assert slow and len(slow) < 0.02 * len(fast), sorted(slow)  # a few, named in the README
+    assert slow and len(slow) < 0.02 * len(fast), sorted(slow)  # a few, named in docs/testing.md
 
 
 def test_no_checklist_test_is_marked_slow() -> None:

@@ -112,13 +112,13 @@ def test_overall_word():
     assert overall([]) == "undetermined"
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SCALING_DOC = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
 
 
-def test_the_readme_worked_example() -> None:
-    """README "Scaling sweep and projection": 405b on 2,048 nodes from an 8-node sweep at 1 to
-    8 ranks per node; the README quotes the line the code writes, and its figure is the one
-    the script draws."""
+def test_the_docs_worked_example() -> None:
+    """docs/scaling.md, "Worked example": 405b on 2,048 nodes from an 8-node sweep at 1 to 8
+    ranks per node; the page quotes the line the code writes, and its figure is the one the
+    script draws."""
     projection = worked_example().projection
     assert projection is not None
     write, read, create = projection.items
@@ -129,7 +129,7 @@ def test_the_readme_worked_example() -> None:
     assert read.word == "undetermined" and read.ceiling is not None
     assert read.ceiling["limiter"] == "client"
     assert create.word == "met" and "measured 881 /s" in create.reason
-    readme = " ".join(README.read_text(encoding="utf-8").split())
+    page = " ".join(SCALING_DOC.read_text(encoding="utf-8").split())
     quoted = [
         "the storage is saturated (storage-limited: the aggregate is flat from 16 to 64 streams "
         "across 2, 4, 8 nodes at 2, 4, 8 stream(s) per node while the clients had headroom "
@@ -147,9 +147,9 @@ def test_the_readme_worked_example() -> None:
         "met outright at 8 nodes: measured 881 /s",
     ]
     for words in quoted:
-        assert words in projection.line and words in readme, words
-    assert "(docs/scaling-example.svg)" in readme
-    assert (README.parent / "docs" / "scaling-example.svg").is_file()
+        assert words in projection.line and words in page, words
+    assert "(scaling-example.svg)" in page
+    assert (SCALING_DOC.parent / "scaling-example.svg").is_file()
 
 
 def test_a_pass_holds_for_the_worst_repeat_not_the_average() -> None:
