@@ -125,9 +125,10 @@ def _clean(argv: Sequence[str]) -> int:
 
 
 def _report(argv: Sequence[str]) -> int:
+    from ckptgate.checks.table import report_parts
     from ckptgate.report.cli import report_main
 
-    return report_main(argv)
+    return report_main(argv, report_parts())
 
 
 def _compare(argv: Sequence[str]) -> int:

@@ -11,6 +11,8 @@ import pytest
 from ckptgate.campaigns.sweep import SweepResult
 from ckptgate.report.junit import projection_properties
 
+pytestmark = pytest.mark.sweep
+
 
 def test_scaling_sweep(scaling: SweepResult | None, request: pytest.FixtureRequest) -> None:
     """Every sweep point the plan measures ran and verified its bytes (with ``--sweep-ranks

@@ -54,6 +54,7 @@ from ckptgate.benchmarks.coordination import (
     node_burst,
 )
 from ckptgate.benchmarks.simnodes import ANY_SOURCE, Counts, SimComm, SimStatus
+from ckptgate.checks.table import checklist, report_parts
 from ckptgate.cluster.heartbeat import HEARTBEAT_TAG, Heartbeat
 from ckptgate.cluster.nodes import MpiNodes
 from ckptgate.report.gate import GateReport
@@ -309,7 +310,7 @@ def gate_report(data: dict[str, Any]) -> GateReport:
     items = list(load_saved(data, "the scaled report").items)
     not_measured = dict(data.get("not_measured", {}))
     meta = {k: v for k, v in data.items() if k not in ("verdict", "items", "not_measured")}
-    return GateReport(meta=meta, items=items, not_measured=not_measured)
+    return GateReport(meta=meta, items=items, not_measured=not_measured, checklist=checklist())
 
 
 def report_files(
@@ -328,7 +329,11 @@ def report_files(
 
     def end_of_run() -> None:
         problems = write_outputs(
-            report, json_path=paths["json"], csv_path=paths["csv"], html_path=paths["html"]
+            report,
+            json_path=paths["json"],
+            csv_path=paths["csv"],
+            html_path=paths["html"],
+            parts=report_parts(),
         )
         if problems:
             raise RuntimeError("; ".join(problems))

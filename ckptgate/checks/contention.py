@@ -21,12 +21,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptgate.campaigns.write import WriteCampaign
+from ckptgate.checks.check import Check, Measuring, NotMeasured, row
 from ckptgate.checks.write import persist_item, stall_item
 from ckptgate.cluster.nodes import pool_cancel, pool_gate, run_everywhere
 from ckptgate.engine.pool import RankPool
 from ckptgate.engine.records import BurstResult, detail_as, merge_nodes
 from ckptgate.engine.sampler import ProgressSampler
-from ckptgate.report.items import Item, judge
+from ckptgate.report import figures
+from ckptgate.report.html import esc, field_table, figure
+from ckptgate.report.items import Item, format_value, judge
+from ckptgate.report.schema import BurstSection
+from ckptgate.report.sections import ReportPart
 from ckptgate.rundir.manifest import Writer
 from ckptgate.sizing import format_rate, format_seconds
 from ckptgate.workloads.contention import (
@@ -254,3 +259,114 @@ def reader_slowdown(result: Contention) -> Item:
         detail=f"{ctx.profile.name}: run.max_reader_slowdown {limit:g}; {detail}",
         scope=ctx.plan.scope(),
     )
+
+
+# The report's contention section: its schema, its HTML section and figure, the burst it holds.
+
+
+@dataclass(frozen=True)
+class ContentionSection:
+    """Readers and writers under contention, as the JSON report holds them
+    (``Contention.section``), read back through the schema's rules."""
+
+    readers: int = 0
+    writers_alone_bytes_per_s: float | None = None
+    writers_contended_bytes_per_s: float | None = None
+    writer_slowdown: float | None = None
+    readers_alone_bytes_per_s: float | None = None
+    readers_contended_bytes_per_s: float | None = None
+    reader_slowdown: float | None = None
+    coverage: float | None = None
+    writers: BurstSection | None = None
+
+
+def _html(section: ContentionSection | None, plots: bool) -> list[str]:
+    """The HTML report's section: both sides alone and together, and the figure."""
+    out = ["<h2>Readers and writers under contention</h2>"]
+    if not section:
+        return [*out, '<p class="note">no contention section in this report</p>']
+    out.append(f"<p>{esc(section.readers)} dataloader readers</p>")
+    fields = (
+        ("writers alone", section.writers_alone_bytes_per_s, "B/s"),
+        ("writers during reads", section.writers_contended_bytes_per_s, "B/s"),
+        ("writer slowdown", section.writer_slowdown, "fraction"),
+        ("readers alone", section.readers_alone_bytes_per_s, "B/s"),
+        ("readers during the save", section.readers_contended_bytes_per_s, "B/s"),
+        ("reader slowdown", section.reader_slowdown, "fraction"),
+        ("coverage (reads across the save)", section.coverage, "fraction"),
+    )
+    out.append(field_table(("", "value"), fields))
+    if plots:
+        out.append(figure(_figure(section), "each side alone and during the other"))
+    return out
+
+
+def _figure(section: ContentionSection) -> str | None:
+    """Writers and readers alone and while the other runs, with each side's slowdown."""
+    sides = [
+        ("checkpoint writers", section.writers_alone_bytes_per_s,
+         section.writers_contended_bytes_per_s, section.writer_slowdown),
+        ("dataloader readers", section.readers_alone_bytes_per_s,
+         section.readers_contended_bytes_per_s, section.reader_slowdown),
+    ]  # fmt: skip
+    pairs = [
+        (label, alone, contended, slowdown)
+        for label, alone, contended, slowdown in sides
+        if alone is not None and contended is not None
+    ]
+    if not pairs:
+        return None
+    figure, axes = figures.new_figure(2.6)
+    ax = axes[0][0]
+    for place, (_label, alone, contended, slowdown) in enumerate(pairs):
+        ax.barh(place - 0.2, alone, height=0.38, color="#9e9e9e",
+                label="alone" if place == 0 else None)  # fmt: skip
+        ax.barh(place + 0.2, contended, height=0.38, color="#1f77b4",
+                label="during the other" if place == 0 else None)  # fmt: skip
+        words = f" {format_value(slowdown, 'fraction')} slower"
+        ax.annotate(words, (contended, place + 0.2), va="center", fontsize=8)
+    ax.set_yticks(range(len(pairs)), [p[0] for p in pairs])
+    ax.invert_yaxis()
+    figures.unit_ticks(ax.xaxis, "B/s")
+    ax.set_xlim(right=max(max(p[1], p[2]) for p in pairs) * 1.25)
+    ax.set_xlabel("aggregate bandwidth")
+    ax.legend(fontsize=8, loc="lower right")
+    return figures.svg_of(figure, "contention")
+
+
+REPORT = ReportPart(
+    key="contention",
+    schema=ContentionSection,
+    html=_html,
+    bursts=lambda section: [("contention writers", section.writers)],
+)
+"""The section in the outputs: the HTML section, and the contended round's writers as a burst
+(``contention writers``) in the per-rank CSV and the HTML's rank tables."""
+
+
+@contextmanager
+def _measure(run: Measuring) -> Iterator[Contention]:
+    """Readers alone, then across a checkpoint round; the reader processes stop, and the
+    dataset and the round's files are removed, when the check's rows are done."""
+    campaign = run.campaign
+    readers = reader_pool(campaign)
+    if readers is None:
+        raise NotMeasured("run.readers is 0: no dataloader readers to contend with")
+    with readers, run_contention(campaign, readers) as result:
+        yield result
+
+
+CHECK = Check(
+    name="contention",
+    place=40,
+    measure=_measure,
+    sections=lambda result: {"contention": result.section()},
+    report=(REPORT,),
+    summary="read while write: the persist burst beside dataloader readers",
+    answers=(
+        row("contention", "contention-persist", "c", "persist under read contention", persist),
+        row("contention", "reader-slowdown", "c", "dataloader slowdown during a save",
+            reader_slowdown),
+    ),
+)  # fmt: skip
+"""The test plan's concurrency item: both rows judge one contended round."""

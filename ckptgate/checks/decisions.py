@@ -18,7 +18,10 @@ for a larger file, which a run without ``run.shard_bytes_cap`` shows.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from ckptgate.campaigns.write import WriteCampaign
+from ckptgate.checks.check import Check, Measuring, row
 from ckptgate.engine.records import RankRecord, per_second
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import Profile, Sizing, format_bytes, format_rate, format_seconds
@@ -156,3 +159,25 @@ def sync_vs_async(campaign: WriteCampaign) -> Item:
         "(the stall-budget item gates it)",
         scope=ctx.plan.scope(),
     )
+
+
+def _interval(run: Measuring) -> Item:
+    return interval_from_failure_rate(run.profile, run.sizing)
+
+
+CHECK = Check(
+    name="decisions",
+    place=50,
+    measure=nullcontext,
+    summary="the profile's own decisions against each other and the measured bandwidth",
+    answers=(
+        row("decisions", "interval-from-failure-rate", "2", "interval from failure rate",
+            _interval),
+        row("decisions", "stall-budget", "3", "stall budget holds the largest shard",
+            lambda run: stall_budget(run.campaign)),
+        row("decisions", "sync-vs-async", "4", "sync vs async",
+            lambda run: sync_vs_async(run.campaign)),
+    ),
+)  # fmt: skip
+"""Checklist 2, 3 and 4: measures nothing of its own (the rows read the profile, its sizing
+and the write rounds' per-rank bandwidth)."""

@@ -21,15 +21,21 @@ With many nodes, the nodes split the files and start together.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from ckptgate.campaigns.context import CheckContext
+from ckptgate.checks.check import Check, Measuring, row
 from ckptgate.cluster.nodes import run_everywhere
-from ckptgate.report.items import Item, judge
+from ckptgate.report import figure_layout, figures
+from ckptgate.report.html import esc, field_table, figure, num, table
+from ckptgate.report.items import Item, format_value, judge
+from ckptgate.report.schema import LatencyStats
+from ckptgate.report.sections import ReportPart
 from ckptgate.rundir.manifest import Writer
 from ckptgate.sizing import format_bytes, format_count, format_seconds, storm_file_count
-from ckptgate.sizing.checklist import BY_ID
 from ckptgate.workloads.fileplan import FilePlan
 from ckptgate.workloads.replay import scan_checkpoint
 from ckptgate.workloads.storm import (
@@ -298,9 +304,17 @@ def _scope(run: MetadataRun) -> str:
     )
 
 
+TITLES = {
+    "metadata-create-rate": "metadata storm create rate",
+    "metadata-restore-stat": "restore listing and stat rate",
+    "metadata-delete": "retention delete storm",
+}
+"""The rows' titles (``CHECK`` below), which an object store's phases extend."""
+
+
 def _title(id: str, label: str) -> str:
-    """The registry's title, with what the phase is on an object store in brackets."""
-    title = BY_ID[id].title
+    """The row's title, with what the phase is on an object store in brackets."""
+    title = TITLES[id]
     return f"{title} [{label}]" if label else title
 
 
@@ -406,3 +420,103 @@ def delete_storm(run: MetadataRun) -> Item:
             f"{run.left_after_delete[0]}"
         )
     return item
+
+
+# The report's metadata section: its schema, its HTML section and figure.
+
+
+@dataclass(frozen=True)
+class MetadataSection:
+    """The metadata storm's answers as the JSON report holds them (``MetadataRun.section``),
+    read back through the schema's rules."""
+
+    files: int = 0
+    statistic: str = ""
+    create_rate_per_s: float | None = None
+    checkpoint_rate_per_s: float | None = None
+    stat_rate_per_s: float | None = None
+    unlink_rate_per_s: float | None = None
+    latency_s: dict[str, LatencyStats] = field(default_factory=dict)
+
+
+def _html(section: MetadataSection | None, plots: bool) -> list[str]:
+    """The HTML report's section: each phase's rate, the latency table and its figure."""
+    out = ["<h2>Metadata</h2>"]
+    if not section:
+        return [*out, '<p class="note">no metadata section in this report</p>']
+    out.append(f"<p>{esc(section.files)} files; {esc(section.statistic)}</p>")
+    rates = (
+        ("create (whole storm)", section.create_rate_per_s, "1/s"),
+        ("checkpoint commit", section.checkpoint_rate_per_s, "1/s"),
+        ("restore stat", section.stat_rate_per_s, "1/s"),
+        ("retention unlink", section.unlink_rate_per_s, "1/s"),
+    )
+    out.append(field_table(("operation", "rate"), rates))
+    latency = section.latency_s
+    rows = [
+        [
+            op,
+            num(str(stats.count)),
+            *(num(format_value(seconds, "s")) for _, seconds in stats.marks_s()),
+        ]
+        for op, stats in latency.items()
+    ]
+    out.append(table(("operation", "count", "p50", "p99", "max"), rows))
+    if plots:
+        out.append(figure(_latency_figure(latency), "latency per metadata operation"))
+    return out
+
+
+def _latency_figure(latency_s: dict[str, LatencyStats]) -> str | None:
+    """p50, p99 and max latency per metadata operation (log scale)."""
+    ops = [op for op, stats in latency_s.items() if stats.max_s]
+    if not ops:
+        return None
+    figure, axes = figures.new_figure(0.42 * len(ops) + 1.2)
+    ax = axes[0][0]
+    colours = ("#1f77b4", "#ff7f0e", "#d62728")
+    height = 0.8 / len(colours)
+    marks = [latency_s[op].marks_s() for op in ops]
+    for index, colour in enumerate(colours):
+        ys = [row + (index - 1) * height for row in range(len(ops))]
+        values = [max(each[index][1] or 0.0, 1e-9) for each in marks]
+        ax.barh(ys, values, height=height, color=colour, label=marks[0][index][0])
+    ax.set_xscale("log", subs=figures.LOG_MINOR_SUBS)
+    ax.set_yticks(range(len(ops)), [f"{op} (n={latency_s[op].count})" for op in ops])
+    ax.invert_yaxis()
+    figures.unit_ticks(ax.xaxis, "s")
+    ax.set_xlabel("latency per operation")
+    legend = ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return figures.svg_of(
+        figure, "metadata-latency", right_pt=figure_layout.legend_width_pt(legend)
+    )
+
+
+REPORT = ReportPart(key="metadata", schema=MetadataSection, html=_html)
+"""The section in the outputs: rates per phase and the latency of each operation."""
+
+
+@contextmanager
+def _measure(run: Measuring) -> Iterator[MetadataRun]:
+    """The storms, once; their files are the run's (the session's cleanup removes them)."""
+    yield run_metadata(run.context)
+
+
+CHECK = Check(
+    name="metadata",
+    place=30,
+    measure=_measure,
+    sections=lambda storms: {"metadata": storms.section()},
+    report=(REPORT,),
+    summary="the metadata storm: create and commit, restore listing and stat, delete",
+    answers=tuple(
+        row("metadata", id, "6", TITLES[id], judge)
+        for id, judge in (
+            ("metadata-create-rate", create_rate),
+            ("metadata-restore-stat", restore_stat),
+            ("metadata-delete", delete_storm),
+        )
+    ),
+)
+"""Checklist 6 at full rank count: two checkpoints' storms, the newer listed and stat'ed, the
+older deleted."""

@@ -19,10 +19,11 @@ node of the cluster loads its own shards at once, so this node must read its byt
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from contextlib import nullcontext
 from typing import Any
 
 from ckptgate.campaigns.write import WriteCampaign
+from ckptgate.checks.check import Answered, Check, row
 from ckptgate.engine.records import BurstResult
 from ckptgate.report.items import Item, judge
 from ckptgate.sizing import format_bytes, format_seconds
@@ -30,14 +31,6 @@ from ckptgate.storage.object_store import ObjectStore
 from ckptgate.workloads.readback import ReadResult, Verification, run_readback, summarize
 from ckptgate.workloads.reshard import ReshardResult, run_reshard
 from ckptgate.workloads.write_burst import ShardFile
-
-
-@dataclass(frozen=True)
-class Answer:
-    """An item and the report section that holds what it measured."""
-
-    item: Item
-    section: dict[str, Any]
 
 
 def _files_to_read(campaign: WriteCampaign) -> tuple[list[ShardFile], int]:
@@ -132,7 +125,7 @@ def _all_read_bytes(campaign: WriteCampaign) -> int:
     return sum(s.bytes for s in campaign.latest_all)
 
 
-def readback(campaign: WriteCampaign) -> Answer:
+def readback(campaign: WriteCampaign) -> Answered:
     """Checklist 7: every rank reads another rank's shard, uncached, within restart.read_s."""
     ctx = campaign.ctx
     shards, shift = _files_to_read(campaign)
@@ -157,10 +150,10 @@ def readback(campaign: WriteCampaign) -> Answer:
     if result.burst.total_bytes != _all_read_bytes(campaign):
         item.passed = False
         item.detail += f"; read {result.burst.total_bytes} B of {_all_read_bytes(campaign)} B"
-    return Answer(item, _section(campaign, result.to_json()))
+    return Answered(item, {"read": _section(campaign, result.to_json())})
 
 
-def resharded(campaign: WriteCampaign) -> Answer | None:
+def resharded(campaign: WriteCampaign) -> Answered | None:
     """Checklist 7: M < N ranks load slices spanning several old files, within restart.read_s.
 
     None where this node holds a single shard: a load onto fewer ranks needs at least two.
@@ -211,4 +204,19 @@ def resharded(campaign: WriteCampaign) -> Answer | None:
     if result.burst.total_bytes != _all_read_bytes(campaign):
         item.passed = False
         item.detail += f"; read {result.burst.total_bytes} B of {_all_read_bytes(campaign)} B"
-    return Answer(item, _section(campaign, result.to_json()))
+    return Answered(item, {"reshard": _section(campaign, result.to_json())})
+
+
+CHECK = Check(
+    name="restart",
+    place=20,
+    measure=lambda run: nullcontext(run.campaign),
+    summary="the restart read of the latest round, as written and resharded",
+    answers=(
+        row("restart", "restart-read", "7", "restart read bandwidth", readback),
+        row("restart", "resharded-restore", "7", "resharded restore bandwidth", resharded,
+            unless="one shard on this node: a load onto fewer ranks needs at least two"),
+    ),
+)  # fmt: skip
+"""Checklist 7 on the write rounds' latest checkpoint: each row reads and reports its own
+section (``read``, ``reshard``)."""

@@ -9,6 +9,9 @@ capacity: the item is reported, not gated.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
+from ckptgate.checks.check import Check, Measuring, row
 from ckptgate.report.items import Item, judge
 from ckptgate.rundir.target import Target
 from ckptgate.sizing import Profile, Sizing, format_bytes
@@ -55,3 +58,17 @@ def capacity(target: Target, profile: Profile, sizing: Sizing) -> Item:
         if facts.total_bytes < sizing.retained_bytes:
             item.detail += "; even the empty target could not hold it"
     return item
+
+
+def _capacity(run: Measuring) -> Item:
+    return capacity(run.target, run.profile, run.sizing)
+
+
+CHECK = Check(
+    name="retention",
+    place=60,
+    measure=nullcontext,
+    summary="the retention tier's capacity",
+    answers=(row("retention", "retention-capacity", "8", "retention tier capacity", _capacity),),
+)
+"""Checklist 8: the target's free capacity, read when the session started."""

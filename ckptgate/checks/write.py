@@ -8,7 +8,10 @@ average one; the median is reported beside it.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from ckptgate.campaigns.write import GENERATOR_HEADROOM, GENERATOR_MIN_BYTES, WriteCampaign
+from ckptgate.checks.check import Check, row
 from ckptgate.engine.records import BurstResult
 from ckptgate.report.gate import Item, judge
 from ckptgate.sizing import (
@@ -198,3 +201,21 @@ def replayed_bytes(campaign: WriteCampaign) -> Item:
         better="equal",
         scope="the replayed checkpoint's own files, as its job writes them",
     )
+
+
+CHECK = Check(
+    name="write",
+    place=10,
+    measure=lambda run: nullcontext(run.campaign),
+    sections=lambda campaign: {"write": campaign.section()},
+    summary="the write rounds: checkpoint bytes, sync stall, load generator, async persist",
+    answers=(
+        row("write", "load-generator", "5", "load generator vs target", load_generator),
+        row("write", "checkpoint-bytes", "1", "checkpoint bytes", checkpoint_bytes),
+        row("write", "sync-stall", "3", "sync save stall", sync_stall),
+        row("write", "async-persist", "5", "async persist bandwidth", async_persist,
+            unless="checkpoint.mode is sync: the sync stall test gates the save"),
+    ),
+)  # fmt: skip
+"""Checklist 1, 3 and 5 on the campaign's rounds (``acceptance/test_checklist.py`` times the
+rounds through pytest-benchmark first; ``campaign.rounds()`` runs any that are missing)."""

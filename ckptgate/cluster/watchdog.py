@@ -25,7 +25,7 @@ thread per node (``Watchdog``), which makes no MPI call of its own, bounds both:
 A surviving suite process therefore ends within ``stall_timeout_s + NAME_MARGIN_S + WATCH_S +
 BEAT_S + END_GRACE_S`` of the lost node's last beat (155 s at the default 60 s stall timeout),
 whatever the launcher does; the launcher itself (mpirun) may wait longer for the lost node's
-daemon: see the README's "A node that loses its link".
+daemon: see docs/scaling.md, "A node that loses its link".
 """
 
 from __future__ import annotations

@@ -13,14 +13,16 @@ from collections.abc import Sequence
 
 from ckptgate.report.gate import item_table
 from ckptgate.report.saved import items_of, load_report
+from ckptgate.report.sections import ReportPart
 
 
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(prog=prog, description=description)
 
 
-def report_main(argv: Sequence[str]) -> int:
-    """Print a saved report's verdict and gate table; write HTML and CSV from it."""
+def report_main(argv: Sequence[str], parts: Sequence[ReportPart] = ()) -> int:
+    """Print a saved report's verdict and gate table; write HTML and CSV from it (``parts``:
+    the checks' own sections, from the check table)."""
     parser = _parser("ckptgate report", "Render a saved JSON gate report (--report-json).")
     parser.add_argument("json", metavar="RUN.json", help="a report written by --report-json")
     parser.add_argument("--html", metavar="PATH", help="write the self-contained HTML report")
@@ -40,12 +42,12 @@ def report_main(argv: Sequence[str]) -> int:
     if args.csv:
         from ckptgate.report.csvfiles import write_csv
 
-        for path in write_csv(data, args.csv):
+        for path in write_csv(data, args.csv, parts):
             print(f"wrote {path}")
     if args.html:
         from ckptgate.report.html import write_html
 
-        write_html(data, args.html, source=args.json)
+        write_html(data, args.html, source=args.json, parts=parts)
         print(f"wrote {args.html}")
     return 0
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ckptgate.report.checklist import question_key
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import items_of, load_report
 from ckptgate.report.schema import SavedReport, SavedScale, SavedVerdict
 from ckptgate.report.text import columns
-from ckptgate.sizing.checklist import sort_key
 
 SIZING_SKIPPED = ("requirements", "description", "profile", "profile_name")
 """Sizing keys that are not numbers to compare (the profile name is compared on its own)."""
@@ -153,8 +153,11 @@ def _or(first: int | None, second: int | None) -> int | None:
 
 def item_ids(runs: Sequence[Run]) -> list[str]:
     """Every item any run answered, in checklist order."""
-    ids = dict.fromkeys(i.id for r in runs for i in r.items)
-    return sorted(ids, key=sort_key)
+    numbers: dict[str, str | None] = {}
+    for run in runs:  # each run's items are in its table's order; the first run's order leads
+        for item in run.items:
+            numbers.setdefault(item.id, item.checklist)
+    return sorted(numbers, key=lambda id: question_key(numbers[id]))
 
 
 def item_cells(item: Item | None) -> tuple[str, str, str, str]:

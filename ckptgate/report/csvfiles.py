@@ -4,7 +4,8 @@
 
 - ``PATH``: one row per checklist item, in checklist order;
 - ``PATH`` with ``-ranks`` before its extension (``run.csv`` -> ``run-ranks.csv``): one row per
-  rank per burst section (``write``, ``read``, ``reshard``, ``contention writers``).
+  rank per burst section (``write``, ``read``, ``reshard``, and those a check's section holds,
+  ``ReportPart.bursts``: ``contention writers``).
 
 Numbers are the JSON report's, unformatted, in the unit each column names: bytes, seconds,
 bytes per second (``B/s``), and the item's own ``unit`` column for ``required``,
@@ -14,11 +15,13 @@ bytes per second (``B/s``), and the item's own ``unit`` column for ``required``,
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ckptgate.report.saved import PHASES, bursts, items_of
 from ckptgate.report.schema import SavedReport
+from ckptgate.report.sections import ReportPart
 
 ITEM_COLUMNS: tuple[str, ...] = (
     "checklist",
@@ -77,12 +80,12 @@ def item_rows(report: SavedReport) -> list[dict[str, Any]]:
     return rows
 
 
-def rank_rows(report: SavedReport) -> list[list[Any]]:
+def rank_rows(report: SavedReport, parts: Sequence[ReportPart] = ()) -> list[list[Any]]:
     """One row per rank record of each burst section, its cells in RANK_COLUMNS' order (a list,
     not a dict: 131,072 rows at 16,384 ranks, written by ``csv.writer`` without a dict's
     per-row check of its keys)."""
     rows = []
-    for burst in bursts(report):
+    for burst in bursts(report, parts):
         for record in burst.ranks:
             rows.append(
                 [
@@ -103,13 +106,16 @@ def rank_rows(report: SavedReport) -> list[list[Any]]:
     return rows
 
 
-def write_csv(report: SavedReport, path: str | Path) -> tuple[Path, Path]:
-    """Write the items to ``path`` and the per-rank records beside it; return both paths."""
+def write_csv(
+    report: SavedReport, path: str | Path, parts: Sequence[ReportPart] = ()
+) -> tuple[Path, Path]:
+    """Write the items to ``path`` and the per-rank records beside it (the checks' own bursts
+    too: ``parts``, from the check table); return both paths."""
     items_file, ranks_file = Path(path), ranks_path(path)
     items = [[row[name] for name in ITEM_COLUMNS] for row in item_rows(report)]
     for target, header, rows in (
         (items_file, ITEM_COLUMNS, items),
-        (ranks_file, RANK_COLUMNS, rank_rows(report)),
+        (ranks_file, RANK_COLUMNS, rank_rows(report, parts)),
     ):
         with target.open("w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)

@@ -21,8 +21,6 @@ from ckptgate.report import figure_layout, series
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst
 from ckptgate.report.schema import (
-    ContentionSection,
-    LatencyStats,
     ScalingSection,
     SeriesRun,
     SweepRow,
@@ -54,7 +52,7 @@ def available() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
-def _figure(height_in: float, ncols: int = 1, nrows: int = 1) -> tuple[Any, Any]:
+def new_figure(height_in: float, ncols: int = 1, nrows: int = 1) -> tuple[Any, Any]:
     """A bare figure and its grid of axes; its margins are set by ``_svg`` (``figure_layout``)."""
     from matplotlib.figure import Figure
 
@@ -63,7 +61,9 @@ def _figure(height_in: float, ncols: int = 1, nrows: int = 1) -> tuple[Any, Any]
     return figure, axes
 
 
-def _svg(figure: Any, name: str, right_pt: float = 0.0, top_pt: float = 0.0, **layout: str) -> str:
+def svg_of(
+    figure: Any, name: str, right_pt: float = 0.0, top_pt: float = 0.0, **layout: str
+) -> str:
     """``figure`` with its margins measured (room for a legend outside: ``right_pt`` beside,
     ``top_pt`` above; ``layout``: ``figure_layout.arrange``'s other words), drawn once to SVG
     text with page-unique element ids."""
@@ -83,7 +83,7 @@ def _svg(figure: Any, name: str, right_pt: float = 0.0, top_pt: float = 0.0, **l
     return svg.replace("<svg ", f'<svg class="figure" data-figure="{name}" role="img" ', 1)
 
 
-def _ticks(axis: Any, unit: str) -> None:
+def unit_ticks(axis: Any, unit: str) -> None:
     from matplotlib.ticker import FuncFormatter
 
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: format_value(v, unit) if v else "0"))
@@ -98,7 +98,7 @@ def margins(runs: Sequence[tuple[str, Sequence[Item]]]) -> str | None:
     by_run = [(label, {i.id: i for i in items}) for label, items in runs]
     titles = {i.id: f"{i.checklist or '-'}  {i.title}" for _, items in runs for i in items}
     height = 0.8 / len(by_run)
-    figure, axes = _figure((0.2 + 0.22 * len(by_run)) * len(ids) + 1.0)
+    figure, axes = new_figure((0.2 + 0.22 * len(by_run)) * len(ids) + 1.0)
     ax = axes[0][0]
     values = []
     for index, (label, items) in enumerate(by_run):
@@ -122,7 +122,7 @@ def margins(runs: Sequence[tuple[str, Sequence[Item]]]) -> str | None:
     if len(by_run) > 1:
         handles = [_patch(f"C{n}", label) for n, (label, _) in enumerate(by_run)]
         ax.legend(handles=handles, fontsize=8, loc="lower right")
-    return _svg(figure, "margins")
+    return svg_of(figure, "margins")
 
 
 def timeline(burst: Burst) -> tuple[str, str] | None:
@@ -137,7 +137,7 @@ def timeline(burst: Burst) -> tuple[str, str] | None:
         caption = f"the {MAX_TIMELINE_RANKS} slowest of {len(burst.ranks)} ranks"
     records = sorted(records, key=lambda r: (r.node, r.global_rank))
     phases = burst.phases()
-    figure, axes = _figure(0.28 * len(records) + 1.3)
+    figure, axes = new_figure(0.28 * len(records) + 1.3)
     ax = axes[0][0]
     _phase_bars(ax, records, phases)
     labels = []
@@ -155,13 +155,13 @@ def timeline(burst: Burst) -> tuple[str, str] | None:
         ax.axvline(records[row].end_s, color="#d62728", linewidth=0.8, linestyle="--")
     ax.invert_yaxis()
     ax.set_xlim(left=0)
-    _ticks(ax.xaxis, "s")
+    unit_ticks(ax.xaxis, "s")
     ax.set_xlabel(f"time from the common start ({burst.label}); dashed: the slowest rank's end")
     handles = [_patch(PHASE_COLOURS[p], p.removesuffix("_s")) for p in phases]
     legend = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     name = f"timeline-{burst.label.replace(' ', '-')}"
     right_pt = figure_layout.legend_width_pt(legend)
-    return _svg(figure, name, right_pt=right_pt, y_weight="bold"), caption
+    return svg_of(figure, name, right_pt=right_pt, y_weight="bold"), caption
 
 
 BAR_HEIGHT = 0.7
@@ -207,7 +207,7 @@ def node_bandwidth(bursts: Sequence[Burst]) -> str | None:
     if not series:
         return None
     nodes = sorted({int(n) for _, values in series for n in values})
-    figure, axes = _figure(3.2)
+    figure, axes = new_figure(3.2)
     ax = axes[0][0]
     if len(nodes) <= MAX_BAR_NODES:
         width = 0.8 / len(series)
@@ -224,11 +224,11 @@ def node_bandwidth(bursts: Sequence[Burst]) -> str | None:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlim(nodes[0], nodes[-1] + 1)
         ax.set_xlabel(f"node ({len(nodes)} nodes)")
-    _ticks(ax.yaxis, "B/s")
+    unit_ticks(ax.yaxis, "B/s")
     ax.set_ylim(bottom=0)
     ax.set_ylabel("bandwidth per node")
     ax.legend(fontsize=8)
-    return _svg(figure, "node-bandwidth")
+    return svg_of(figure, "node-bandwidth")
 
 
 def bandwidth_over_time(runs: Sequence[SeriesRun]) -> str | None:
@@ -241,7 +241,7 @@ def bandwidth_over_time(runs: Sequence[SeriesRun]) -> str | None:
     if not drawn:
         return None
     spread = max(r.nodes for r in drawn) > 1
-    figure, axes = _figure(5.6 if spread else 3.2, nrows=2 if spread else 1)
+    figure, axes = new_figure(5.6 if spread else 3.2, nrows=2 if spread else 1)
     total_ax = axes[0][0]
     for index, run in enumerate(drawn):
         colour = f"C{index % 10}"
@@ -262,7 +262,7 @@ def bandwidth_over_time(runs: Sequence[SeriesRun]) -> str | None:
     total_ax.set_ylabel(f"aggregate ({nodes} node{'s' if nodes > 1 else ''})")
     for row in axes:
         ax = row[0]
-        _ticks(ax.yaxis, "B/s")
+        unit_ticks(ax.yaxis, "B/s")
         ax.set_ylim(bottom=0)
         ax.set_xlim(left=0)
     if spread:
@@ -274,63 +274,7 @@ def bandwidth_over_time(runs: Sequence[SeriesRun]) -> str | None:
     legend = total_ax.legend(fontsize=7, ncols=columns, loc="lower center",
                              bbox_to_anchor=(0.5, 1.0), frameon=False)  # fmt: skip
     top_pt = figure_layout.legend_height_pt(legend, columns)
-    return _svg(figure, "bandwidth-over-time", top_pt=top_pt)
-
-
-def metadata_latency(latency_s: dict[str, LatencyStats]) -> str | None:
-    """p50, p99 and max latency per metadata operation (log scale)."""
-    ops = [op for op, stats in latency_s.items() if stats.max_s]
-    if not ops:
-        return None
-    figure, axes = _figure(0.42 * len(ops) + 1.2)
-    ax = axes[0][0]
-    colours = ("#1f77b4", "#ff7f0e", "#d62728")
-    height = 0.8 / len(colours)
-    marks = [latency_s[op].marks_s() for op in ops]
-    for index, colour in enumerate(colours):
-        ys = [row + (index - 1) * height for row in range(len(ops))]
-        values = [max(each[index][1] or 0.0, 1e-9) for each in marks]
-        ax.barh(ys, values, height=height, color=colour, label=marks[0][index][0])
-    ax.set_xscale("log", subs=LOG_MINOR_SUBS)
-    ax.set_yticks(range(len(ops)), [f"{op} (n={latency_s[op].count})" for op in ops])
-    ax.invert_yaxis()
-    _ticks(ax.xaxis, "s")
-    ax.set_xlabel("latency per operation")
-    legend = ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _svg(figure, "metadata-latency", right_pt=figure_layout.legend_width_pt(legend))
-
-
-def contention(section: ContentionSection) -> str | None:
-    """Writers and readers alone and while the other runs, with each side's slowdown."""
-    sides = [
-        ("checkpoint writers", section.writers_alone_bytes_per_s,
-         section.writers_contended_bytes_per_s, section.writer_slowdown),
-        ("dataloader readers", section.readers_alone_bytes_per_s,
-         section.readers_contended_bytes_per_s, section.reader_slowdown),
-    ]  # fmt: skip
-    pairs = [
-        (label, alone, contended, slowdown)
-        for label, alone, contended, slowdown in sides
-        if alone is not None and contended is not None
-    ]
-    if not pairs:
-        return None
-    figure, axes = _figure(2.6)
-    ax = axes[0][0]
-    for row, (_label, alone, contended, slowdown) in enumerate(pairs):
-        ax.barh(row - 0.2, alone, height=0.38, color="#9e9e9e",
-                label="alone" if row == 0 else None)  # fmt: skip
-        ax.barh(row + 0.2, contended, height=0.38, color="#1f77b4",
-                label="during the other" if row == 0 else None)  # fmt: skip
-        words = f" {format_value(slowdown, 'fraction')} slower"
-        ax.annotate(words, (contended, row + 0.2), va="center", fontsize=8)
-    ax.set_yticks(range(len(pairs)), [p[0] for p in pairs])
-    ax.invert_yaxis()
-    _ticks(ax.xaxis, "B/s")
-    ax.set_xlim(right=max(max(p[1], p[2]) for p in pairs) * 1.25)
-    ax.set_xlabel("aggregate bandwidth")
-    ax.legend(fontsize=8, loc="lower right")
-    return _svg(figure, "contention")
+    return svg_of(figure, "bandwidth-over-time", top_pt=top_pt)
 
 
 Line = tuple[str, Callable[[SweepRow], float | None]]
@@ -353,7 +297,7 @@ def sizing_sweep(rows: Sequence[SweepRow], measured_bytes_per_s: float | None) -
     rows = [r for r in rows if r.interval_s]
     if len(rows) < 2:
         return None
-    figure, axes = _figure(5.6, ncols=2, nrows=2)
+    figure, axes = new_figure(5.6, ncols=2, nrows=2)
     xs = [r.interval_s for r in rows]
     marks = _merged_marks([(r.interval_s, r.label) for r in rows if r.label])
     for ax, (title, names, unit) in zip(
@@ -371,14 +315,14 @@ def sizing_sweep(rows: Sequence[SweepRow], measured_bytes_per_s: float | None) -
         ax.set_xscale("log", subs=LOG_MINOR_SUBS)
         ax.set_yscale("log", subs=LOG_MINOR_SUBS)
         ax.set_title(title, fontsize=9)
-        _ticks(ax.xaxis, "s")
-        _ticks(ax.yaxis, unit)
+        unit_ticks(ax.xaxis, "s")
+        unit_ticks(ax.yaxis, unit)
         ax.tick_params(labelsize=7)
         if len(names) > 1 or (unit == "B/s" and measured_bytes_per_s):
             ax.legend(fontsize=7)
     for ax in axes[1]:
         ax.set_xlabel("checkpoint interval", fontsize=8)
-    return _svg(figure, "sizing-sweep")
+    return svg_of(figure, "sizing-sweep")
 
 
 def _merged_marks(marks: Sequence[tuple[float, str]]) -> list[tuple[float, str]]:
@@ -409,7 +353,7 @@ def scaling(section: ScalingSection) -> str | None:
         return None
     run_ranks = section.plan.run_ranks
     points = [p for p in section.points if p.ranks_per_node == run_ranks]
-    figure, axes = _figure(3.2, ncols=len(items))
+    figure, axes = new_figure(3.2, ncols=len(items))
     for ax, item in zip(axes[0], items, strict=True):
         xs = [p.nodes for p in points]
         ys = [getattr(p, POINT_FIELDS[item.metric]) for p in points]
@@ -428,12 +372,12 @@ def scaling(section: ScalingSection) -> str | None:
         ax.axvline(item.cluster_nodes, color="black", linestyle=":", linewidth=1)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", subs=LOG_MINOR_SUBS)
-        _ticks(ax.yaxis, item.unit)
+        unit_ticks(ax.yaxis, item.unit)
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("nodes")
         ax.set_title(f"{item.title}: {item.word}", fontsize=9)
         ax.legend(fontsize=6, loc="lower right")
-    return _svg(figure, "scaling")
+    return svg_of(figure, "scaling")
 
 
 def scaling_ranks(section: ScalingSection) -> str | None:
@@ -443,15 +387,15 @@ def scaling_ranks(section: ScalingSection) -> str | None:
     metrics = list(dict.fromkeys(c.metric for c in curves))
     if not metrics:
         return None
-    figure, axes = _figure(3.0, ncols=len(metrics))
+    figure, axes = new_figure(3.0, ncols=len(metrics))
     for ax, metric in zip(axes[0], metrics, strict=True):
         for curve in (c for c in curves if c.metric == metric):
             ax.plot(curve.ranks_per_node, curve.means, marker="o", markersize=3, linewidth=1,
                     label=f"{curve.nodes} node(s)")  # fmt: skip
         ax.set_xscale("log", base=2)
-        _ticks(ax.yaxis, BY_METRIC[metric].unit)
+        unit_ticks(ax.yaxis, BY_METRIC[metric].unit)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("ranks per node")
         ax.set_title(metric, fontsize=9)
         ax.legend(fontsize=6, loc="lower right")
-    return _svg(figure, "scaling-ranks")
+    return svg_of(figure, "scaling-ranks")

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckptgate.report.checklist import Checklist
 from ckptgate.report.items import Item, format_margin, format_value, judge
 from ckptgate.report.schema import SCHEMA_KEY, SCHEMA_VERSION, transfer_latency
 from ckptgate.report.text import columns
 from ckptgate.report.verdict import RunScale, Verdict, decide
 from ckptgate.sizing.as_run import ProfileAsRun
-from ckptgate.sizing.checklist import sort_key
 
 __all__ = [
     "GateReport",
@@ -46,11 +46,24 @@ class GateReport:
     """What stopped the run (``Ctrl-C``, ``SIGTERM``), once it did."""
     not_measured: dict[str, str] = field(default_factory=dict)
     """Tests an earlier failure stopped: test name -> "not measured: <cause>"."""
+    checklist: Checklist = field(default_factory=Checklist)
+    """The check table's rows (``ckptgate.checks.table``), which the plugin hands over: they
+    title, number and order the items, and say which rows the verdict misses."""
 
     def record(self, item: Item) -> Item:
-        """Keep ``item`` (a later item with the same id replaces the earlier) and return it."""
+        """Keep ``item`` (a later item with the same id replaces the earlier) and return it,
+        titled and numbered from its checklist row where it answers one."""
+        row = self.checklist.get(item.id)
+        if row is not None:
+            item.checklist = row.number
+            if item.title in ("", item.id):
+                item.title = row.title
         self.items = [i for i in self.items if i.id != item.id] + [item]
         return item
+
+    def ordered_items(self) -> list[Item]:
+        """The items in checklist order: by question, then in the table's order."""
+        return sorted(self.items, key=lambda i: self.checklist.sort_key(i.id))
 
     def record_error(self, id: str, title: str, error: str, node: int | None = None) -> Item:
         """A test that errored or failed before it judged anything: an ERROR row."""
@@ -75,14 +88,14 @@ class GateReport:
 
     def verdict(self) -> Verdict:
         scale = self.scale or RunScale(1, 1, 1, 1, True)
-        return decide(self.items, scale, self.as_run, self.interrupted)
+        return decide(self.items, scale, self.as_run, self.interrupted, self.checklist)
 
     def to_json(self) -> dict[str, Any]:
         return {
             SCHEMA_KEY: SCHEMA_VERSION,
             **self.meta,
             "verdict": self.verdict().to_json(),
-            "items": [i.to_json() for i in self.items],
+            "items": [i.to_json() for i in self.ordered_items()],
             "not_measured": dict(self.not_measured),
             **self.sections,
         }
@@ -123,7 +136,7 @@ class GateReport:
 
     def table(self) -> list[str]:
         """The verdict line, then one line per checklist item, then scope notes and failures."""
-        ordered = sorted(self.items, key=lambda i: sort_key(i.id))
+        ordered = self.ordered_items()
         lines = [self.verdict().line, *self.projection_lines(), "", *item_table(ordered)]
         scopes = list(dict.fromkeys(i.scope for i in self.items if i.scope))
         lines.extend(f"scope: {scope}" for scope in scopes)

@@ -19,14 +19,13 @@ from ckptgate.report import figures, series
 from ckptgate.report.items import Item, format_margin, format_value
 from ckptgate.report.saved import Burst, bursts, items_of, sweep_rows
 from ckptgate.report.schema import (
-    ContentionSection,
     LatencyStats,
-    MetadataSection,
     SavedReport,
     SavedVerdict,
     ScalingSection,
     SeriesSection,
 )
+from ckptgate.report.sections import ReportPart, read_part
 
 STYLE = """
 body { font-family: "DejaVu Sans", Arial, Helvetica, sans-serif; color: #111; margin: 2em auto;
@@ -303,53 +302,6 @@ def _series(section: SeriesSection | None, plots: bool) -> list[str]:
     return out
 
 
-def _metadata(section: MetadataSection | None, plots: bool) -> list[str]:
-    out = ["<h2>Metadata</h2>"]
-    if not section:
-        return [*out, '<p class="note">no metadata section in this report</p>']
-    out.append(f"<p>{esc(section.files)} files; {esc(section.statistic)}</p>")
-    rates = (
-        ("create (whole storm)", section.create_rate_per_s, "1/s"),
-        ("checkpoint commit", section.checkpoint_rate_per_s, "1/s"),
-        ("restore stat", section.stat_rate_per_s, "1/s"),
-        ("retention unlink", section.unlink_rate_per_s, "1/s"),
-    )
-    out.append(field_table(("operation", "rate"), rates))
-    latency = section.latency_s
-    rows = [
-        [
-            op,
-            num(str(stats.count)),
-            *(num(format_value(seconds, "s")) for _, seconds in stats.marks_s()),
-        ]
-        for op, stats in latency.items()
-    ]
-    out.append(table(("operation", "count", "p50", "p99", "max"), rows))
-    if plots:
-        out.append(figure(figures.metadata_latency(latency), "latency per metadata operation"))
-    return out
-
-
-def _contention(section: ContentionSection | None, plots: bool) -> list[str]:
-    out = ["<h2>Readers and writers under contention</h2>"]
-    if not section:
-        return [*out, '<p class="note">no contention section in this report</p>']
-    out.append(f"<p>{esc(section.readers)} dataloader readers</p>")
-    fields = (
-        ("writers alone", section.writers_alone_bytes_per_s, "B/s"),
-        ("writers during reads", section.writers_contended_bytes_per_s, "B/s"),
-        ("writer slowdown", section.writer_slowdown, "fraction"),
-        ("readers alone", section.readers_alone_bytes_per_s, "B/s"),
-        ("readers during the save", section.readers_contended_bytes_per_s, "B/s"),
-        ("reader slowdown", section.reader_slowdown, "fraction"),
-        ("coverage (reads across the save)", section.coverage, "fraction"),
-    )
-    out.append(field_table(("", "value"), fields))
-    if plots:
-        out.append(figure(figures.contention(section), "each side alone and during the other"))
-    return out
-
-
 def _sweep(report: SavedReport, plots: bool) -> list[str]:
     out = ["<h2>Sizing sweep: the requirement against the checkpoint interval</h2>"]
     rows, source = sweep_rows(report)
@@ -468,8 +420,9 @@ def _scaling_ranks(section: ScalingSection, plots: bool) -> list[str]:
     return out
 
 
-def render_report(report: SavedReport, source: str = "") -> str:
-    """The HTML page for one saved JSON report (``source`` names the file it came from)."""
+def render_report(report: SavedReport, source: str = "", parts: Sequence[ReportPart] = ()) -> str:
+    """The HTML page for one saved JSON report (``source`` names the file it came from;
+    ``parts``: the checks' own sections, from the check table)."""
     plots = figures.available()
     items = items_of(report)
     verdict = report.verdict
@@ -493,18 +446,20 @@ def render_report(report: SavedReport, source: str = "") -> str:
         body.append("<ul>" + "".join(f"<li>{esc(i.message)}</li>" for i in failures) + "</ul>")
     if plots:
         body.append(figure(figures.margins([("", items)]), "margin of each item; log scale"))
-    found = list(bursts(report))
+    found = list(bursts(report, parts))
     body += _bursts(found, plots)
     body += _series(report.bandwidth_series, plots)
-    body += _metadata(report.metadata, plots)
-    body += _contention(report.contention, plots)
+    for part in parts:  # the checks' own sections, in the table's order
+        body += part.html(read_part(report, part), plots)
     body += _sweep(report, plots)
     body += _scaling(scaling, plots)
     return page(title, body)
 
 
-def write_html(report: SavedReport, path: str, source: str = "") -> None:
+def write_html(
+    report: SavedReport, path: str, source: str = "", parts: Sequence[ReportPart] = ()
+) -> None:
     """Render first, then write: a page that fails to render leaves no empty file."""
-    page = render_report(report, source)
+    page = render_report(report, source, parts)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(page)

@@ -12,7 +12,6 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from ckptgate.sizing.checklist import BY_ID
 from ckptgate.sizing.requirements import format_value as sizing_format_value
 from ckptgate.sizing.units import round3
 
@@ -52,17 +51,20 @@ class Item:
     scope: str = ""
     """What this scale of run proves and does not prove for the full cluster."""
     title: str = ""
-    """Defaults to the checklist registry's title for ``id``."""
+    """The checklist row's title (``GateReport.record`` gives it from the check table); the id
+    where none is known."""
     cluster_required: float | None = None
     """The full cluster's requirement, beside this run's share of it (``required``)."""
     error: str | None = None
     node: int | None = None
     """The node that failed, where one node's failure failed the item on every node."""
+    checklist: str | None = None
+    """The checklist question the item answers (``1`` to ``8``, ``c``), from the check table
+    (``GateReport.record``); None for a row that is not a checklist answer (a test's error)."""
 
     def __post_init__(self) -> None:
         if not self.title:
-            entry = BY_ID.get(self.id)
-            self.title = entry.title if entry else self.id
+            self.title = self.id
 
     @property
     def status(self) -> Status:
@@ -70,11 +72,6 @@ class Item:
             return "ERROR"
         words: dict[bool | None, Status] = {True: "PASS", False: "FAIL", None: "report"}
         return words[self.passed]
-
-    @property
-    def checklist(self) -> str | None:
-        entry = BY_ID.get(self.id)
-        return entry.number if entry else None
 
     def report_only(self, reason: str) -> None:
         """Keep the measurement, do not gate it, and say why."""
@@ -122,7 +119,6 @@ class Item:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["checklist"] = self.checklist
         data["status"] = self.status
         data["margin"] = self.margin
         data["message"] = self.message

@@ -1,14 +1,12 @@
-"""What pytest's own outputs see of each checklist item: a marker per check, JUnit properties.
+"""What pytest's own outputs see of each checklist item: JUnit properties.
 
-The markers come from the checklist registry (``sizing/checklist.py``): each item's check
-module (``write``, ``restart``, ``metadata``, ``contention``, ``decisions``, ``retention``,
-``dcp``) is the marker of the acceptance module that answers it, so ``pytest -m restart``
-selects the restart tests and no second list of names exists. The properties put each item a
-test answered into ``--junitxml`` as ``<property name="ITEM.FIELD" value="..."/>``, in the
-JSON report's units (bytes, seconds, B/s), so a CI dashboard can read measured against
-required without parsing the terminal. The run's verdict, its line, the profile as run and the
-exit status are properties of the test suite (``<testsuite><properties>``), so a JUnit file
-of passing tests still says the run was a trial.
+The properties put each item a test answered into ``--junitxml`` as ``<property
+name="ITEM.FIELD" value="..."/>``, in the JSON report's units (bytes, seconds, B/s), so a CI
+dashboard can read measured against required without parsing the terminal. The run's verdict,
+its line, the profile as run and the exit status are properties of the test suite
+(``<testsuite><properties>``), so a JUnit file of passing tests still says the run was a
+trial. The markers per check (``pytest -m restart``) come from the check table
+(``ckptgate.checks.table.markers``).
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from _pytest.junitxml import xml_key  # the LogXML of --junitxml: pytest has no 
 from ckptgate.report.items import Item, format_margin
 from ckptgate.report.verdict import Verdict
 from ckptgate.sizing.as_run import ProfileAsRun
-from ckptgate.sizing.checklist import CHECKLIST, ChecklistItem
 
 PROPERTY_FIELDS: tuple[str, ...] = (
     "required",
@@ -36,35 +33,6 @@ PROPERTY_FIELDS: tuple[str, ...] = (
     "message",
 )
 """The fields each item contributes, as ``ITEM_ID.FIELD`` property names."""
-
-
-def marker_name(entry: ChecklistItem) -> str:
-    """The marker of a checklist entry: its check module (``write:sync_stall`` -> ``write``)."""
-    return entry.check.partition(":")[0]
-
-
-def checklist_markers() -> dict[str, str]:
-    """Marker name -> help text, one per check module of the registry."""
-    grouped: dict[str, list[ChecklistItem]] = {}
-    for entry in CHECKLIST:
-        grouped.setdefault(marker_name(entry), []).append(entry)
-    markers = {}
-    for name, entries in grouped.items():
-        modules = ", ".join(dict.fromkeys(f"acceptance/{e.module}" for e in entries))
-        numbers = ", ".join(dict.fromkeys(e.number for e in entries))
-        titles = "; ".join(e.title for e in entries)
-        optional = (
-            " (optional part, e.g. PyTorch: extra torch)"
-            if all(e.optional for e in entries)
-            else ""
-        )
-        markers[name] = f"checklist {numbers} in {modules}{optional}: {titles}"
-    return markers
-
-
-def module_markers() -> dict[str, str]:
-    """Acceptance module file name -> its marker."""
-    return {entry.module: marker_name(entry) for entry in CHECKLIST}
 
 
 def properties(items: Iterable[Item]) -> list[tuple[str, str]]:

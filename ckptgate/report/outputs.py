@@ -12,11 +12,12 @@ from __future__ import annotations
 import functools
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ckptgate.engine.collector import gc_paused
 from ckptgate.report.gate import GateReport, json_text, write_json_text
 from ckptgate.report.schema import SavedReport, load_saved
+from ckptgate.report.sections import ReportPart
 
 
 def write_outputs(
@@ -25,17 +26,23 @@ def write_outputs(
     json_path: str | None = None,
     csv_path: str | None = None,
     html_path: str | None = None,
+    parts: Sequence[ReportPart] = (),
 ) -> list[str]:
     """Write each report file asked for; return one line per file that failed or warned. CSV
     and HTML render the same plain JSON object that the JSON file holds, read through the same
     schema as ``ckptgate report`` reads a saved file, so a saved JSON re-rendered later says
-    the same. The report is encoded once and read back once, whichever files are asked for."""
+    the same. The report is encoded once and read back once, whichever files are asked for.
+    ``parts``: the checks' own sections (``ckptgate.checks.table.report_parts``)."""
     with gc_paused():  # the records of 16,384 ranks, encoded and read back: plain trees
-        return _write_outputs(report, json_path, csv_path, html_path)
+        return _write_outputs(report, json_path, csv_path, html_path, parts)
 
 
 def _write_outputs(
-    report: GateReport, json_path: str | None, csv_path: str | None, html_path: str | None
+    report: GateReport,
+    json_path: str | None,
+    csv_path: str | None,
+    html_path: str | None,
+    parts: Sequence[ReportPart],
 ) -> list[str]:
     problems: list[str] = []
 
@@ -54,12 +61,14 @@ def _write_outputs(
     if csv_path:
         from ckptgate.report.csvfiles import write_csv
 
-        problems += _guarded("--report-csv", csv_path, lambda: write_csv(saved(), csv_path))
+        problems += _guarded("--report-csv", csv_path, lambda: write_csv(saved(), csv_path, parts))
     if html_path:
         from ckptgate.report.html import write_html
 
         problems += _guarded(
-            "--report-html", html_path, lambda: write_html(saved(), html_path, source=source)
+            "--report-html",
+            html_path,
+            lambda: write_html(saved(), html_path, source=source, parts=parts),
         )
     return problems
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ckptgate.engine.collector import gc_paused
+from ckptgate.report.checklist import in_checklist_order
 from ckptgate.report.items import Item
 from ckptgate.report.schema import (
     PHASES,
@@ -26,13 +27,14 @@ from ckptgate.report.schema import (
     load_saved,
     sweep_row,
 )
+from ckptgate.report.sections import ReportPart, part_bursts
 from ckptgate.sizing import SHIPPED_PROFILES, derive, load_profile, profile_to_dict, sweep
-from ckptgate.sizing.checklist import sort_key
 
 __all__ = ["PHASES", "Burst", "ReportSchemaError", "SavedReport", "bursts", "load_report"]
 
-BURST_SECTIONS: tuple[str, ...] = ("write", "read", "reshard", "contention writers")
-"""The report's sections that hold a burst (per-rank records), by label, in report order."""
+BURST_SECTIONS: tuple[str, ...] = ("write", "read", "reshard")
+"""The run's own sections that hold a burst (per-rank records), by label, in report order; a
+check's section may hold more (``ReportPart.bursts``: ``contention writers``)."""
 
 SWEEP_MATCH: tuple[str, ...] = (
     "checkpoint_bytes",
@@ -61,7 +63,7 @@ def load_report(path: str | Path) -> SavedReport:
 
 def items_of(report: SavedReport) -> list[Item]:
     """The report's items, in checklist order (margins recomputed)."""
-    return sorted(report.items, key=lambda i: sort_key(i.id))
+    return in_checklist_order(report.items)
 
 
 @dataclass(frozen=True)
@@ -88,15 +90,14 @@ class Burst:
         return tuple(p for p in PHASES if any(r.phase_s(p) is not None for r in self.ranks))
 
 
-def bursts(report: SavedReport) -> Iterator[Burst]:
-    """The report's burst sections that have per-rank records."""
-    sections = (
-        report.write,
-        report.read,
-        report.reshard,
-        report.contention.writers if report.contention else None,
-    )
-    for label, section in zip(BURST_SECTIONS, sections, strict=True):
+def bursts(report: SavedReport, parts: Sequence[ReportPart] = ()) -> Iterator[Burst]:
+    """The report's burst sections that have per-rank records: the run's own, then those the
+    checks' sections hold (``parts``, from the check table: the contended round's writers)."""
+    sections = [
+        *zip(BURST_SECTIONS, (report.write, report.read, report.reshard), strict=True),
+        *part_bursts(report, parts),
+    ]
+    for label, section in sections:
         if section is not None and section.ranks:
             yield Burst(label, section)
 

@@ -154,34 +154,6 @@ class SeriesSection:
 
 
 @dataclass(frozen=True)
-class MetadataSection:
-    """The metadata storm's answers (``checks.metadata.MetadataRun.section``)."""
-
-    files: int = 0
-    statistic: str = ""
-    create_rate_per_s: float | None = None
-    checkpoint_rate_per_s: float | None = None
-    stat_rate_per_s: float | None = None
-    unlink_rate_per_s: float | None = None
-    latency_s: dict[str, LatencyStats] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ContentionSection:
-    """Readers and writers under contention (``checks.contention.Contention.section``)."""
-
-    readers: int = 0
-    writers_alone_bytes_per_s: float | None = None
-    writers_contended_bytes_per_s: float | None = None
-    writer_slowdown: float | None = None
-    readers_alone_bytes_per_s: float | None = None
-    readers_contended_bytes_per_s: float | None = None
-    reader_slowdown: float | None = None
-    coverage: float | None = None
-    writers: BurstSection | None = None
-
-
-@dataclass(frozen=True)
 class SweepRow:
     """The full cluster's sizing at one checkpoint interval (``ckptgate.sizing.sweep``)."""
 
@@ -372,8 +344,6 @@ class SavedReport:
     write: BurstSection | None = None
     read: BurstSection | None = None
     reshard: BurstSection | None = None
-    contention: ContentionSection | None = None
-    metadata: MetadataSection | None = None
     bandwidth_series: SeriesSection | None = None
     sweep: SweepSection | None = None
     scaling: ScalingSection | None = None
@@ -409,6 +379,13 @@ def load_saved(data: Any, source: str) -> SavedReport:
         )
     report = _build(SavedReport, data, "", source)
     return dataclasses.replace(report, data=data)
+
+
+def read_section(cls: type[T], raw: Any, key: str, source: str) -> T:
+    """A check's own section (``ckptgate.report.sections.ReportPart``) under ``key`` as the
+    dataclass ``cls``, read by the same rules as every other section: errors name
+    ``source`` and the key."""
+    return _build(cls, raw, key, source)
 
 
 def transfer_latency(raw: Any, path: str) -> dict[str, LatencyStats]:

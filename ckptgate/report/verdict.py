@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from ckptgate.report.checklist import Checklist
 from ckptgate.report.items import Item
 from ckptgate.sizing.as_run import ProfileAsRun
-from ckptgate.sizing.checklist import BY_ID, required_ids
 from ckptgate.sizing.units import format_count
 
 Status = Literal["qualified", "partial", "trial", "failed", "interrupted", "error"]
@@ -83,10 +83,13 @@ def decide(
     scale: RunScale,
     as_run: ProfileAsRun | None = None,
     interrupted: str | None = None,
+    checklist: Checklist | None = None,
 ) -> Verdict:
     """The verdict of a run from its items and its scale (see the module docstring);
-    ``interrupted`` says what stopped the run (``Ctrl-C``, ``SIGTERM``), if anything did."""
-    verdict = _decide(items, scale, interrupted)
+    ``interrupted`` says what stopped the run (``Ctrl-C``, ``SIGTERM``), if anything did;
+    ``checklist``, the check table's rows, says which required rows are missing and which
+    optional ones did not run (none are named without it)."""
+    verdict = _decide(items, scale, interrupted, checklist or Checklist())
     if as_run is None:
         return verdict
     named = verdict.line.replace(
@@ -95,13 +98,15 @@ def decide(
     return replace(verdict, line=named, profile=as_run.to_json())
 
 
-def _decide(items: Sequence[Item], scale: RunScale, interrupted: str | None) -> Verdict:
+def _decide(
+    items: Sequence[Item], scale: RunScale, interrupted: str | None, checklist: Checklist
+) -> Verdict:
     answered = {item.id for item in items}
     bad = [item for item in items if item.status in ("FAIL", "ERROR")]
-    missing = tuple(BY_ID[i].title for i in required_ids() if i not in answered)
-    not_run = tuple(e.title for e in BY_ID.values() if e.optional and e.id not in answered)
+    missing = checklist.missing(answered)
+    not_run = checklist.not_run(answered)
     scale_json = {**asdict(scale), "words": scale.words()}
-    known = [item for item in items if item.id in BY_ID]
+    known = [item for item in items if item.checklist is not None]
     if interrupted:
         names = ", ".join(f"{item.title} ({item.status})" for item in bad)
         return Verdict(

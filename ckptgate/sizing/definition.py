@@ -37,7 +37,7 @@ class Requirement:
     unit: str  # "B", "B/s", "s", "1/s", "fraction", "files", "parameters"
     formula: str  # in words, with the profile's numbers filled in
     source: str
-    measured_by: str | None = None  # acceptance test module, or None: derived only
+    measured_by: str | None = None  # the checks that measure it (-m NAME), or None: derived only
 
     def display(self) -> str:
         """The value with its unit, 3 significant digits, decimal units."""

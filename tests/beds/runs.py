@@ -44,7 +44,8 @@ PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"
 FAULT_RUN = ["--set", "run.rounds=50", "--set", "run.stall_timeout_s=30", "--accept=trial"]
 """The write burst alone is a trial (items not run): ``--accept=trial`` lets one that passed
 exit 0."""
-WRITE_BURST = "ckptgate.acceptance.test_write_burst"
+WRITE_BURST = "-mwrite"
+"""The write check alone (its rounds and its rows), as ``pytest -m write`` selects it."""
 STALLED = r"no progress for 30 s in |the target is hung: \S+ \S+ did not return within 30 s"
 """How a run names a stall at ``FAULT_RUN``'s timeout: a rank's stall watch, in a measured
 phase, or node 0's own bounded call on the target between phases (a manifest append, a

@@ -305,7 +305,7 @@ def test_a_round_whose_directory_cannot_be_made_fails_as_its_preparation(tmp_pat
         bed.set_faults()
     assert status == 1, text[-3000:]
     assert "RankFailure: preparing write round 2: OSError: [Errno 5]" in text, text[-3000:]
-    assert "not measured: what it needs failed in test_write_burst_rounds" in text, text[-3000:]
+    assert "not measured: what it needs failed in test_write_rounds" in text, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
 
 

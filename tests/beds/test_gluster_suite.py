@@ -50,7 +50,8 @@ CACHED = {
 }
 """io-cache on ``replica``, holding a 64 MiB file, trusting what it holds for a minute."""
 LONG_CACHE = ["--attribute-timeout=600", "--entry-timeout=600"]
-RESTART_READ = "ckptgate.acceptance.test_restart_read"
+RESTART_READ = "-mrestart"
+"""The restart check alone (the write rounds it reads are made as its rows need them)."""
 FILE_BYTES = 64 << 20
 
 

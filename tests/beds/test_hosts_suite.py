@@ -42,8 +42,8 @@ KEEPALIVE = {
     "OMPI_MCA_oob_tcp_keepalive_intvl": "5",
     "OMPI_MCA_oob_tcp_keepalive_probes": "2",
 }
-"""What the README advises for mpirun: with OpenMPI's defaults (300 s idle, 9 probes 20 s apart)
-mpirun learns of a node whose link is gone only after 8 minutes, whatever the ranks do. Here
+"""What docs/clusters.md advises for mpirun: with OpenMPI's defaults (300 s idle, 9 probes 20 s
+apart) mpirun learns of a node whose link is gone only after 8 minutes, whatever the ranks do. Here
 about 100 s: well after the suite has named the node (about 10 s with FAST's windows, 30 s at
 the collectives' deadline), so the test sees the suite's words, not only OpenMPI's. (At 30 s,
 two CPU hogs on a 2-core machine let OpenMPI win the race now and then.)"""
@@ -98,10 +98,10 @@ def _ends(job: subprocess.Popen[str]) -> tuple[int, str, float]:
 def test_a_node_that_loses_its_link_ends_the_job_named(bed: HostBed) -> None:
     # mpirun's own connection to the lost node's daemon: keepalive ends it while idle; once
     # mpirun has sent the abort there, only retransmission gives up (15 minutes by default),
-    # so the launcher's host is tuned as the README advises for a failure test.
+    # so the launcher's host is tuned as docs/clusters.md advises for a failure test.
     tuned = bed.run("head", ["sysctl", "-w", "net.ipv4.tcp_retries2=4"])
     assert tuned.returncode == 0, tuned.stderr
-    argv = suite(bed, *FAST, "--set", "run.rounds=200", "ckptgate/acceptance/test_write_burst.py")
+    argv = suite(bed, *FAST, "--set", "run.rounds=200", "ckptgate/acceptance", "-m", "write")
     job = _run_until_step(bed, argv, "write/step-2")
     bed.link_down(bed.clients[1])
     code, output, _ = _ends(job)
@@ -128,7 +128,7 @@ def _ends_with_suite_stopped(
 
 
 def test_a_stopped_node_ends_the_job_named_by_every_node(bed: HostBed) -> None:
-    argv = suite(bed, *FAST, "--set", "run.rounds=200", "ckptgate/acceptance/test_write_burst.py")
+    argv = suite(bed, *FAST, "--set", "run.rounds=200", "ckptgate/acceptance", "-m", "write")
     job = _run_until_step(bed, argv, "write/step-2")
     code, output, _ = _ends_with_suite_stopped(bed, job, bed.clients[1])
     assert code != 0
@@ -150,7 +150,7 @@ abort and the launcher's teardown."""
 
 def test_a_stopped_node_is_named_at_the_stall_timeout_not_the_deadline(bed: HostBed) -> None:
     argv = suite(
-        bed, *FAST, *LARGE, "--set", "run.rounds=200", "ckptgate/acceptance/test_write_burst.py"
+        bed, *FAST, *LARGE, "--set", "run.rounds=200", "ckptgate/acceptance", "-m", "write"
     )
     job = _run_until_step(bed, argv, "write/step-2")
     code, output, elapsed_s = _ends_with_suite_stopped(bed, job, bed.clients[1])
@@ -216,7 +216,7 @@ def _timed_lines(job: subprocess.Popen[str], lines: list[tuple[float, str]]) -> 
 
 def _suite_processes(bed: HostBed, host: str) -> list[int]:
     """The suite's processes on ``host`` (pytest and its rank processes): all but its sshfs
-    and OpenMPI's daemon (the launcher's, which the README's keepalives bound)."""
+    and OpenMPI's daemon (the launcher's, which docs/clusters.md's keepalives bound)."""
     found = []
     for pid in bed.pids(host, "tasks"):
         try:
@@ -233,7 +233,7 @@ def test_a_lost_link_at_default_keepalives_is_named_and_every_suite_process_ends
     OpenMPI's default keepalives and no sysctl tuning; node 1's link goes down mid-burst."""
     with host_bed(clients=3) as bed:
         argv = suite(bed, "--set", "run.timeout_floor_s=30", "--ranks=1", "--set", "run.rounds=200",
-                     "ckptgate/acceptance/test_write_burst.py")  # fmt: skip
+                     "ckptgate/acceptance", "-m", "write")  # fmt: skip
         command = bed.mpirun_command(argv)
         command.insert(command.index("mpirun") + 1, "--tag-output")  # whose line is whose
         job = bed._spawn(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
@@ -273,7 +273,7 @@ def _lose_node_1(bed: HostBed, job: subprocess.Popen[str], lines: list[tuple[flo
         if line.startswith("[1,0]") and "node 1 (node1)" in line and "no sign of life" in line
     ]
     # mpirun itself may wait minutes more for node 1's daemon (OpenMPI's keepalives): the
-    # README says how to bound it; the bed's teardown ends it.
+    # docs/clusters.md says how to bound it; the bed's teardown ends it.
     assert named, "node 0 named nobody:\n" + _tail(lines)
     assert named[0] < NAMED_WITHIN_S, f"named {named[0]:.0f} s after the link went down"
     assert set(ended) == set(survivors), (

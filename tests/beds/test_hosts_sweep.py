@@ -69,7 +69,7 @@ def sweep(bed: HostBed, report: Path, *extra: str) -> dict:
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--color=no",
         "--profile=tmpfs", f"--target={bed.mount_point}", f"--report-json={report}",
         *SWEEP, *extra,
-        "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_scaling.py",
+        "ckptgate/acceptance", "-m", "write or sweep",
     ]  # fmt: skip
     result = bed.mpirun(argv, timeout_s=900, cwd=ROOT)
     assert report.is_file(), result.stdout[-4000:] + result.stderr[-2000:]

@@ -54,7 +54,8 @@ from tests.beds.test_slurm import srun_qualified
 
 WRITER, READER = "node0", "node1"
 READER_OPTIONS = ["mfscachemode=YES", "mfsattrcacheto=600", "mfsentrycacheto=600"]
-RESTART_READ = "ckptgate.acceptance.test_restart_read"
+RESTART_READ = "-mrestart"
+"""The restart check alone (the write rounds it reads are made as its rows need them)."""
 FILE_BYTES = 64 << 20
 GOAL_1_ERRORS = rf"No such device or address|Input/output error|{STALLED}"
 """How a write to a chunk whose one copy died may end: ENXIO (what mfsmount 3.0.117 gave an

@@ -45,23 +45,26 @@ def test_each_root_cause_is_one_failure_and_what_it_stopped_is_not_measured(
     assert counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0) == 2, summary
     data = json.loads(report.read_text())
     bad = {i["id"]: i["error"] for i in data["items"] if i["passed"] is False}
-    assert set(bad) == {"test:test_write_burst_rounds", "test:test_metadata_create_rate"}, bad
-    rounds = bad["test:test_write_burst_rounds"]
+    assert set(bad) == {"test:test_write_rounds", "test:test_checklist[metadata-create-rate]"}, bad
+    rounds = bad["test:test_write_rounds"]
     assert "global rank 1" in rounds and "No space left" in rounds and "in fsync of" in rounds
-    assert "No space left" in bad["test:test_metadata_create_rate"]
+    assert "No space left" in bad["test:test_checklist[metadata-create-rate]"]
     stopped = data["not_measured"]
     assert counts["skipped"] >= len(stopped), summary  # each one a skip, "not measured: ..."
-    assert {"test_restore_listing_and_stat", "test_retention_delete_storm"} <= set(stopped)
-    assert stopped["test_retention_delete_storm"] == (
-        "not measured: what it needs failed in test_metadata_create_rate (the root cause)"
+    assert {"test_checklist[metadata-restore-stat]", "test_checklist[metadata-delete]"} <= set(
+        stopped
     )
-    assert stopped["test_restart_readback"] == (
-        "not measured: what it needs failed in test_write_burst_rounds (the root cause)"
+    assert stopped["test_checklist[metadata-delete]"] == (
+        "not measured: what it needs failed in test_checklist[metadata-create-rate] "
+        "(the root cause)"
+    )
+    assert stopped["test_checklist[restart-read]"] == (
+        "not measured: what it needs failed in test_write_rounds (the root cause)"
     )
     assert data["verdict"]["status"] == "failed"
     assert sorted(data["verdict"]["failed"]) == [
-        "test_metadata_create_rate",
-        "test_write_burst_rounds",
+        "test_checklist[metadata-create-rate]",
+        "test_write_rounds",
     ]
     assert left == [], left
 
@@ -77,7 +80,7 @@ def test_sigterm_during_a_hung_fsync_ends_interrupted_and_lists_what_it_could_no
         bed.set_faults(Fault("fsync", "hang", path="*/write/step-1/__1_0.distcp", max_s=300))
         argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--profile=tmpfs"]
         argv += [f"--target={bed.mount}", "--ranks=2", "--set", "run.shard_bytes_cap=4 MB"]
-        argv += ["ckptgate/acceptance/test_write_burst.py"]
+        argv += ["ckptgate/acceptance", "-m", "write"]
         output = tmp_path / "pytest.out"
         with open(output, "w") as out:  # a file: an abandoned rank may hold a pipe open
             session = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
@@ -95,7 +98,7 @@ def test_sigterm_during_a_hung_fsync_ends_interrupted_and_lists_what_it_could_no
     assert status == 12, text[-4000:]
     assert "VERDICT interrupted for tmpfs: " in text, text[-4000:]
     assert (
-        ": SIGTERM during ckptgate/acceptance/test_write_burst.py::test_write_burst_rounds "
+        ": SIGTERM during ckptgate/acceptance/test_checklist.py::test_write_rounds "
         "stopped the run after 0 checklist item(s)"
     ) in text, text[-4000:]
     assert "could not remove (the target hung" in text, text[-3000:]

@@ -1,4 +1,4 @@
-"""The suite launched by Slurm, as the README says: ``srun -N 3 --ntasks-per-node=1 --mpi=pmix
+"""The suite launched by Slurm, as docs/clusters.md says: ``srun -N 3 --ntasks-per-node=1 --mpi=pmix
 ckptgate run`` gives one qualified report naming every node; the shipped sbatch script does
 the same from a batch job; ``scancel`` mid-burst and a node whose slurmd dies each stop every
 rank, and what the run left is named by the next command on the target.
@@ -46,7 +46,7 @@ a run on all three nodes is the whole cluster, so its verdict can be ``qualified
 
 LONG_BURST = [
     *QUALIFYING, "--set", "run.rounds=200", "--set", "run.stall_timeout_s=15",
-    "-k", "test_write_burst_rounds",
+    "-k", "test_write_rounds",
 ]  # fmt: skip
 """A write burst of 200 rounds (minutes) that a fault interrupts; a node left alone names its
 silent peers after 15 s (the heartbeat), long before the windows' deadline. (Windows of 1 s
@@ -104,7 +104,7 @@ def srun_qualified(
     options: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The README's launch line over the bed's three nodes, on ``target`` (default the bed's
+    """docs/clusters.md's launch line over the bed's three nodes, on ``target`` (default the bed's
     shared mount, then checked empty afterwards) with ``options`` and ``env`` added; asserts
     one qualified report over every node; the report."""
     argv = [CKPTGATE, "run", "--profile=tmpfs", f"--target={target or slurm.target}", *options]

@@ -132,7 +132,7 @@ def test_a_sweep_measures_every_point_and_projects_in_its_own_line(
     result = run_pytest(
         "--profile=tmpfs", f"--target={target}", f"--report-json={report}", *SMALL, *HUGE,
         "--sweep-ranks=1,2", "--sweep-repeats=2",
-        "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_scaling.py",
+        "ckptgate/acceptance", "-m", "write or sweep",
     )  # fmt: skip
     out = result.stdout
     assert report.is_file(), out[-3000:] + result.stderr[-2000:]
@@ -192,7 +192,7 @@ def test_a_projected_pass_never_exits_0(sweep_target: Path, tmp_path: Path) -> N
         "--profile=tmpfs", f"--target={sweep_target}", f"--report-json={report}", *unaccepted,
         "--set", "cluster.gpus=16", "--set", "cluster.parallelism.dp=8",
         "--sweep=nodes", "--sweep-repeats=1",
-        "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_scaling.py",
+        "ckptgate/acceptance", "-m", "write or sweep",
     )  # fmt: skip
     assert report.is_file(), result.stdout[-3000:] + result.stderr[-2000:]
     data = json.loads(report.read_text())
@@ -242,7 +242,7 @@ def test_an_auto_sweep_stops_a_node_counts_ranks_where_they_stopped_helping(
     result = run_pytest(
         "--profile=tmpfs", f"--target={sweep_target}", f"--report-json={report}", *SMALL,
         *HUGE, "--set", "cluster.gpus_per_node=8", "--sweep-ranks=auto", "--sweep-repeats=1",
-        "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_scaling.py",
+        "ckptgate/acceptance", "-m", "write or sweep",
     )  # fmt: skip
     assert report.is_file(), result.stdout[-3000:] + result.stderr[-2000:]
     assert result.returncode == 0, result.stdout[-3000:]  # a trial, accepted: no item failed

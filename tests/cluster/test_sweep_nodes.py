@@ -20,7 +20,7 @@ def test_a_node_sweep_runs_each_count_on_the_first_nodes(tmp_path: Path) -> None
         *FOUR_NODE_CLUSTER, "--ranks=2",
         "--set", "run.shard_bytes_cap=2 MB", "--set", "run.rounds=1",
         "--sweep=nodes", "--sweep-repeats=1",  # the points' order and bytes need no repeat
-        "ckptgate/acceptance/test_write_burst.py", "ckptgate/acceptance/test_scaling.py",
+        "ckptgate/acceptance", "-m", "write or sweep",
     )  # fmt: skip
     assert report.is_file(), result.stdout[-4000:] + result.stderr[-2000:]
     data = json.loads(report.read_text())

@@ -1,8 +1,8 @@
-"""The README's worked example ("Scaling sweep and projection"): 405b on 2,048 nodes from an
+"""docs/scaling.md's worked example ("Scaling sweep and projection"): 405b on 2,048 nodes from an
 8-node sweep at 1, 2, 4 and 8 ranks per node, synthetic numbers of the shape such a trial
 gives. The test
-(``test_projected.py``) checks the README's words against it; run as a script it draws the
-README's figure:
+(``test_projected.py``) checks the document's words against it; run as a script it draws the
+document's figure:
 
     python -m tests.projection.worked_example docs/scaling-example.svg
 """

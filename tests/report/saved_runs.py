@@ -7,6 +7,7 @@ import copy
 import itertools
 from typing import Any
 
+from ckptgate.checks.table import checklist
 from ckptgate.report.gate import GateReport
 from ckptgate.report.items import Item, judge
 from ckptgate.report.saved import sweep_section
@@ -42,6 +43,7 @@ def saved_run(*, write_s: float = 0.01, profile_overrides: tuple[str, ...] = (),
     profile = load_profile("tmpfs", profile_overrides)
     sizing = derive(profile)
     report = GateReport(
+        checklist=checklist(),
         meta={
             "ckptgate_version": version,
             "profile": profile.name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from ckptgate.checks.table import report_parts
 from ckptgate.report.csvfiles import ITEM_COLUMNS, RANK_COLUMNS, ranks_path, write_csv
 from tests.report.saved_runs import saved_report
 
@@ -20,7 +21,9 @@ def test_the_ranks_file_sits_beside_the_items_file() -> None:
 
 
 def test_items_are_rows_in_checklist_order_in_the_jsons_units(tmp_path: Path) -> None:
-    items_file, ranks_file = write_csv(saved_report(write_s=0.01), tmp_path / "run.csv")
+    items_file, ranks_file = write_csv(
+        saved_report(write_s=0.01), tmp_path / "run.csv", parts=report_parts()
+    )
     rows = _read(items_file)
     assert list(rows[0]) == list(ITEM_COLUMNS)
     assert [r["id"] for r in rows] == ["sync-stall", "async-persist", "reader-slowdown"]
@@ -33,7 +36,9 @@ def test_items_are_rows_in_checklist_order_in_the_jsons_units(tmp_path: Path) ->
 
 
 def test_every_rank_of_every_burst_is_a_row_with_its_phases(tmp_path: Path) -> None:
-    _, ranks_file = write_csv(saved_report(write_s=0.01), tmp_path / "run.csv")
+    _, ranks_file = write_csv(
+        saved_report(write_s=0.01), tmp_path / "run.csv", parts=report_parts()
+    )
     rows = _read(ranks_file)
     assert list(rows[0]) == list(RANK_COLUMNS)
     sections = [r["section"] for r in rows]

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from ckptgate.checks.table import report_parts
 from ckptgate.report import figures
 from ckptgate.report.html import render_report
 from ckptgate.report.schema import load_saved
@@ -61,7 +62,7 @@ def pages() -> dict[int, tuple[str, list[str]]]:
         data = load_saved(_report_at(ranks), "run.json")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            page = render_report(data)
+            page = render_report(data, parts=report_parts())
         out[ranks] = (page, [f"{w.category.__name__}: {w.message}" for w in caught])
     return out
 
@@ -145,7 +146,7 @@ def _text_calls(data: dict[str, Any]) -> tuple[Counter[Any], int]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Text, "draw", counted_draw)
         patch.setattr(Text, "get_window_extent", counted_extent)
-        render_report(load_saved(data, "run.json"))
+        render_report(load_saved(data, "run.json"), parts=report_parts())
     return draws, measured
 
 
@@ -169,7 +170,9 @@ def test_a_legend_of_many_runs_above_the_bandwidth_plot_does_not_shrink_it() -> 
         data["bandwidth_series"]["runs"] = [
             {**run, "nth": run["nth"] + 4 * copy} for copy in range(copies) for run in runs
         ]
-        svg = figures_of(render_report(load_saved(data, "run.json")))["bandwidth-over-time"]
+        svg = figures_of(render_report(load_saved(data, "run.json"), parts=report_parts()))[
+            "bandwidth-over-time"
+        ]
         areas = geometry("bandwidth-over-time", svg).plot_areas
         heights[copies] = [round(y1 - y0, 1) for _, y0, _, y1 in areas]
     assert heights[12] == heights[1], heights
@@ -200,7 +203,7 @@ def test_a_decimal_log_axis_has_minor_ticks_at_2_and_5_only(
     import math
 
     mantissas: dict[str, set[float]] = {}
-    svg = figures._svg
+    svg = figures.svg_of
 
     def recorded(figure: Any, name: str, *args: Any, **kwargs: Any) -> str:
         drawn = svg(figure, name, *args, **kwargs)
@@ -212,7 +215,7 @@ def test_a_decimal_log_axis_has_minor_ticks_at_2_and_5_only(
                         mantissas.setdefault(name, set()).add(round(mantissa, 6))
         return drawn
 
-    monkeypatch.setattr(figures, "_svg", recorded)
-    render_report(load_saved(_report_at(2048), "run.json"))
+    monkeypatch.setattr(figures, "svg_of", recorded)
+    render_report(load_saved(_report_at(2048), "run.json"), parts=report_parts())
     assert mantissas, "no decimal log axis drawn"
     assert {name: sorted(m) for name, m in mantissas.items() if m - {2.0, 5.0}} == {}

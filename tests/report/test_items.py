@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ckptgate.checks.table import checklist
+from ckptgate.report.gate import GateReport
 from ckptgate.report.items import Item, format_margin, judge
 
 
@@ -43,10 +45,15 @@ def test_a_report_only_row_states_the_comparison_as_it_came_out() -> None:
     assert "measured 23.0 s > required 6.00 s, reported, not gated" in item.message
 
 
-def test_the_title_comes_from_the_checklist_registry_unless_given() -> None:
+def test_the_title_and_number_come_from_the_check_table_when_recorded_unless_given() -> None:
     item = judge(id="restart-read", measured=2.0, required=1.0, unit="B/s", detail="d")
-    assert item.title == "restart read bandwidth"
-    assert item.checklist == "7"
+    assert (item.title, item.checklist) == ("restart-read", None)  # not a row until recorded
+    GateReport(checklist=checklist()).record(item)
+    assert (item.title, item.checklist) == ("restart read bandwidth", "7")
+    named = judge(id="restart-read", measured=2.0, required=1.0, unit="B/s", detail="d",
+                  title="restart read [object store]")  # fmt: skip
+    GateReport(checklist=checklist()).record(named)
+    assert (named.title, named.checklist) == ("restart read [object store]", "7")
 
 
 def test_an_exact_requirement_passes_only_when_equal() -> None:

@@ -1,4 +1,4 @@
-"""JUnit XML carries every checklist item as properties; a marker per check module selects."""
+"""JUnit XML carries every checklist item as properties; a marker per check selects."""
 
 from __future__ import annotations
 
@@ -6,18 +6,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ckptgate.report.items import judge
-from ckptgate.report.junit import checklist_markers, module_markers, properties
-from ckptgate.sizing.checklist import CHECKLIST
+from ckptgate.report.junit import properties
 from tests.fixtures.test_plugin import SMALL, run_pytest
-
-
-def test_a_marker_per_check_module_with_help_text_from_the_registry() -> None:
-    markers = checklist_markers()
-    assert set(markers) == {"write", "restart", "metadata", "contention", "decisions",
-                            "retention", "dcp"}  # fmt: skip
-    assert "restart read bandwidth" in markers["restart"]
-    assert "test_restart_read.py" in markers["restart"] and "optional" in markers["dcp"]
-    assert set(module_markers()) == {e.module for e in CHECKLIST}
 
 
 def test_properties_are_in_the_jsons_units() -> None:
@@ -38,11 +28,10 @@ def test_junit_xml_carries_each_items_numbers_and_m_selects_a_module(tmp_path: P
                         "-m", "restart", f"--junitxml={xml}", *SMALL)  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:]
     cases = {c.get("name"): c for c in ET.parse(xml).iter("testcase")}
-    # test_dcp.py's module-level skip without PyTorch: junitxml names it by the module's path
-    cases.pop("ckptgate.acceptance.test_dcp", None)
-    assert set(cases) == {"test_restart_readback", "test_resharded_restore"}
+    assert set(cases) == {"test_checklist[restart-read]", "test_checklist[resharded-restore]"}
     props = {
-        p.get("name"): p.get("value") or "" for p in cases["test_restart_readback"].iter("property")
+        p.get("name"): p.get("value") or ""
+        for p in cases["test_checklist[restart-read]"].iter("property")
     }
     assert props["restart-read.unit"] == "B/s" and props["restart-read.verdict"] == "PASS"
     assert float(props["restart-read.measured"]) > float(props["restart-read.required"]) > 0

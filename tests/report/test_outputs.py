@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ckptgate.checks.table import checklist
 from ckptgate.report import gate, html, outputs
 from ckptgate.report.gate import GateReport
 from ckptgate.report.items import Item
@@ -16,7 +17,7 @@ from ckptgate.report.schema import SavedReport
 
 
 def _report() -> GateReport:
-    report = GateReport(meta={"profile": "tmpfs"})
+    report = GateReport(checklist=checklist(), meta={"profile": "tmpfs"})
     report.record(Item(id="checkpoint-bytes", required=1.0, measured=1.0, unit="B", passed=True,
                        detail="d"))  # fmt: skip
     return report
@@ -29,7 +30,7 @@ def test_a_warning_while_rendering_is_a_line_under_filterwarnings_error(
     library's warning was an exception there, the HTML 0 bytes and no verdict printed."""
     original = html.render_report
 
-    def warns(data: SavedReport, source: str = "") -> str:
+    def warns(data: SavedReport, source: str = "", parts: object = ()) -> str:
         warnings.warn("Attempting to set identical low and high ylims", UserWarning, stacklevel=1)
         return original(data, source)
 
@@ -49,7 +50,7 @@ def test_a_warning_while_rendering_is_a_line_under_filterwarnings_error(
 def test_a_writer_that_fails_is_one_line_and_the_other_files_are_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def fails(data: SavedReport, source: str = "") -> str:
+    def fails(data: SavedReport, source: str = "", parts: object = ()) -> str:
         raise ValueError("no figure today")
 
     monkeypatch.setattr(html, "render_report", fails)

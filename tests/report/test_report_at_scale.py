@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from ckptgate.checks.table import checklist
 from ckptgate.engine.records import RankRecord
 from ckptgate.report.gate import GateReport, write_report_json
 from ckptgate.report.html import MAX_RANK_ROWS, _rank_table
@@ -49,7 +50,7 @@ def test_the_json_report_is_compact_and_reads_back_the_same(tmp_path: Path):
 
 def test_a_gate_reports_json_goes_through_the_same_writer(tmp_path: Path):
     path = tmp_path / "gate.json"
-    GateReport(meta={"profile": "tmpfs"}).write_json(str(path))
+    GateReport(checklist=checklist(), meta={"profile": "tmpfs"}).write_json(str(path))
     assert path.read_text(encoding="utf-8").count("\n") == 1
 
 
@@ -153,8 +154,11 @@ def test_reading_and_writing_a_large_report_pause_the_cyclic_collector(tmp_path:
     path = tmp_path / "run.json"
     write_report_json(saved_run_at(256), str(path))
     assert _collections_during(lambda: load_report(path)) <= 1
-    report = GateReport(meta={"profile": "tmpfs"})
+    report = GateReport(checklist=checklist(), meta={"profile": "tmpfs"})
     report.section("write", saved_run_at(256)["write"])
-    outputs = {"json_path": str(tmp_path / "g.json"), "csv_path": str(tmp_path / "g.csv")}
-    assert _collections_during(lambda: write_outputs(report, **outputs)) <= 1
+    json_path, csv_path = str(tmp_path / "g.json"), str(tmp_path / "g.csv")
+    assert (
+        _collections_during(lambda: write_outputs(report, json_path=json_path, csv_path=csv_path))
+        <= 1
+    )
     assert gc.isenabled()

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from ckptgate.campaigns.sweep import SweepPlan, SweepPoint, SweepResult
+from ckptgate.checks.table import checklist
 from ckptgate.projection.projected import project
 from ckptgate.projection.usl import usl
 from ckptgate.report import figures
@@ -43,13 +44,13 @@ def sweep_section() -> dict:
 
 
 def test_the_projection_is_its_own_line_below_the_verdict() -> None:
-    report = GateReport()
+    report = GateReport(checklist=checklist())
     report.section("scaling", sweep_section())
     lines = report.table()
     assert lines[0].startswith(("VERDICT", "ERROR"))
     assert lines[1].startswith("PROJECTION projected-fail (not a qualification")
     assert "PROJECTION" not in report.verdict().line
-    assert GateReport().table()[1] == ""  # no sweep, no line
+    assert GateReport(checklist=checklist()).table()[1] == ""  # no sweep, no line
 
 
 def test_the_html_page_shows_the_points_the_fit_and_the_requirement() -> None:
@@ -96,7 +97,9 @@ def test_a_saved_scaling_section_round_trips_typed(tmp_path) -> None:
 
     section = sweep_section()
     section["ranks"] = ranks_section()["ranks"]
-    report = GateReport(meta={"profile": "tmpfs", "target": "/dev/shm", "nodes": 8})
+    report = GateReport(
+        checklist=checklist(), meta={"profile": "tmpfs", "target": "/dev/shm", "nodes": 8}
+    )
     report.section("scaling", section)
     path = tmp_path / "run.json"
     report.write_json(str(path))

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from ckptgate.checks.table import checklist
 from ckptgate.cli import main
 from ckptgate.engine.records import BurstResult, RankResult, records_from_results
 from ckptgate.report.gate import GateReport
@@ -44,7 +45,9 @@ def test_a_saved_report_round_trips_through_its_file(tmp_path: Path) -> None:
     file reads back as, field by field, with the schema's version."""
     original = load_saved(saved_run(), "run.json")
     burst = _write_burst()
-    report = GateReport(meta={"profile": "tmpfs", "target": "/dev/shm", "nodes": 1})
+    report = GateReport(
+        checklist=checklist(), meta={"profile": "tmpfs", "target": "/dev/shm", "nodes": 1}
+    )
     for item in original.items:
         report.record(item)
     report.section("write", burst.to_json())

@@ -3,21 +3,45 @@ measured. Nothing but qualified says the storage qualified for the profile."""
 
 from __future__ import annotations
 
+from ckptgate.checks.table import checklist
 from ckptgate.report.items import Item
-from ckptgate.report.verdict import RunScale, decide
+from ckptgate.report.verdict import RunScale, Verdict
+from ckptgate.report.verdict import decide as decide_with
 from ckptgate.sizing import derive, load_profile
-from ckptgate.sizing.as_run import profile_as_run
-from ckptgate.sizing.checklist import CHECKLIST, required_ids
+from ckptgate.sizing.as_run import ProfileAsRun, profile_as_run
 
 FULL = RunScale(nodes=2048, cluster_nodes=2048, ranks=16384, cluster_ranks=16384,
                 full_cluster=True)  # fmt: skip
 
 
+CHECKLIST = checklist()
+
+
+def required_ids() -> tuple[str, ...]:
+    return CHECKLIST.required_ids()
+
+
+def decide(
+    items: list[Item],
+    scale: RunScale,
+    as_run: ProfileAsRun | None = None,
+    interrupted: str | None = None,
+) -> Verdict:
+    """The verdict with the check table's rows, as the plugin's report decides it."""
+    return decide_with(items, scale, as_run, interrupted, CHECKLIST)
+
+
+def _number(id: str) -> str | None:
+    row = CHECKLIST.get(id)
+    return row.number if row else None
+
+
 def _items(passed: bool | None = True, ids: tuple[str, ...] | None = None) -> list[Item]:
     return [
-        Item(id=i, required=1.0, measured=2.0, unit="B", passed=passed, detail="d")
-        for i in (ids if ids is not None else tuple(e.id for e in CHECKLIST))
-    ]
+        Item(id=i, required=1.0, measured=2.0, unit="B", passed=passed, detail="d",
+             checklist=_number(i))
+        for i in (ids if ids is not None else tuple(r.id for r in CHECKLIST.rows))
+    ]  # fmt: skip
 
 
 def test_every_item_passed_at_full_scale_is_qualified() -> None:

@@ -5,6 +5,7 @@ warns first, as matplotlib does on some data, so that the run's end meets a warn
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import pytest
 
@@ -14,11 +15,14 @@ WORDS = "a plotting library's warning while rendering (injected by tests.report.
 def pytest_configure(config: pytest.Config) -> None:
     from ckptgate.report import html
     from ckptgate.report.schema import SavedReport
+    from ckptgate.report.sections import ReportPart
 
     original = html.render_report
 
-    def warning_render(report: SavedReport, source: str = "") -> str:
+    def warning_render(
+        report: SavedReport, source: str = "", parts: Sequence[ReportPart] = ()
+    ) -> str:
         warnings.warn(WORDS, UserWarning, stacklevel=2)
-        return original(report, source)
+        return original(report, source, parts)
 
     html.render_report = warning_render

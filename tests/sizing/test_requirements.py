@@ -83,7 +83,7 @@ def test_405b_display_and_formula():
     planned = reqs["async_persist_planned_bytes_per_s"]
     assert planned.display() == "23.6 GB/s"
     assert planned.formula == "5.67 TB per save / 600 s x 2.5 headroom"
-    assert planned.measured_by == "acceptance/test_write_burst.py"
+    assert planned.measured_by == "-m write"
     assert reqs["checkpoint_bytes"].display() == "5.67 TB"
     assert reqs["sync_write_bytes_per_s"].display() == "945 GB/s"
     assert reqs["restart_read_bytes_per_s"].display() == "47.3 GB/s"

@@ -47,7 +47,7 @@ def test_table_reads_like_a_procurement_sheet():
         "68.3 /s",
         "56.7 TB",
         "16,385 files",
-        "measured by acceptance/test_write_burst.py",
+        "measured by -m write",
         "largest",
     ):
         assert text in out, text

@@ -28,6 +28,7 @@ on, and the storm runs its Python loop. A wheel built on the users' platform car
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass
@@ -65,13 +66,14 @@ _POSIX = "posix"
 def _loaded() -> tuple[ModuleType | None, str]:
     """The C loops' module, or None and why not (cached: imported once per process)."""
     try:
-        from ckptgate.workloads.storm import _loops  # type: ignore[attr-defined]
+        # by its full name: ``from ckptgate.workloads.storm import _loops`` would import the
+        # storm's package, which imports this module
+        module = importlib.import_module("ckptgate.workloads.storm._loops")
     except ImportError as error:
         return None, (
             f"the C loop is not built in this install ({error}); a C compiler at install "
             "time builds it (pip install -e . again)"
         )
-    module: ModuleType = _loops
     return module, ""
 
 
