@@ -1,6 +1,6 @@
-"""One run-and-judge per checklist item: measure on the target, then answer with an ``Item``.
-
-Each module takes a ``CheckContext`` (the collaborators: profile, sizing, plan, target, ranks,
-nodes) and returns report items; the registry of which function answers which item is
-``ckptgate.sizing.checklist``. The acceptance modules only ask, record and assert.
+"""The checks: one module per check of the checklist, each ending with ``CHECK = Check(...)``
+(``check.py``): what it measures with a workload, the rows it answers with an ``Item`` each,
+and the report sections it owns. ``table.py`` finds every check and gives the plugin, the
+acceptance test and the report what they derive from it. The acceptance test only asks,
+records and asserts.
 """

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from ckptgate.engine import keystream
 from ckptgate.engine.datagen import BLOCK_BYTES, BlockStamper, DataMismatch, StampKey
 
 KEY = StampKey(run_id=123456789, global_rank=42)
@@ -142,28 +143,64 @@ def _count_comparisons(stamper: BlockStamper, monkeypatch: pytest.MonkeyPatch) -
 def test_whole_transfers_on_the_grid_are_hashed_not_compared(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """What a reader verifies (whole transfers read into its own buffer) takes the one-pass
-    hash; only a ragged tail is compared with the expected bytes."""
+    """What a reader verifies after ``expect`` (whole transfers read into its own buffer) takes
+    the one-pass hash; only a ragged tail is compared with the expected bytes, and a range
+    nobody prepared is compared in full."""
     stamper = BlockStamper(KEY, TRANSFER_BYTES)
     compared = _count_comparisons(stamper, monkeypatch)
     size = 5 * TRANSFER_BYTES + 1000
     data = np.frombuffer(file_bytes(stamper, size), dtype=np.uint8).copy()
+    assert stamper.expect(0, size) == 5
     stamper.verify(data, 0, "shard.bin")
     assert compared == [1000]
-    stamper.verify(bytes(data[:TRANSFER_BYTES]), 0, "shard.bin")  # read-only: no hash path
-    assert compared == [1000, TRANSFER_BYTES]
+    fresh = BlockStamper(KEY, TRANSFER_BYTES)
+    compared_fresh = _count_comparisons(fresh, monkeypatch)
+    fresh.verify(bytes(data[:TRANSFER_BYTES]), 0, "shard.bin")  # nothing prepared: compared
+    assert compared_fresh == [TRANSFER_BYTES]
 
 
 def test_a_block_from_the_next_transfer_fails_the_hash_and_is_named() -> None:
-    """Block 3 of two transfers hold the same pool bytes: swapped, only their offset stamps
-    tell them apart, and the hash, which covers the stamps, catches it."""
+    """Block 3 of two transfers, swapped: their stamps differ first at the offset word, and
+    every keystream word after it differs too; the comparison names the first bad byte."""
     stamper = BlockStamper(KEY, TRANSFER_BYTES)
     data = np.frombuffer(file_bytes(stamper, 2 * TRANSFER_BYTES), dtype=np.uint8).copy()
     first, second = 3 * BLOCK_BYTES, TRANSFER_BYTES + 3 * BLOCK_BYTES
     block = data[first : first + BLOCK_BYTES].copy()
     data[first : first + BLOCK_BYTES] = data[second : second + BLOCK_BYTES]
     data[second : second + BLOCK_BYTES] = block
-    assert (data[first + 32 : first + BLOCK_BYTES] == block[32:]).all()
+    words = data[first + 32 : first + BLOCK_BYTES].view(np.uint64)
+    assert not (words == block[32:].view(np.uint64)).any()
     # the offset is the block's fourth 8-byte word, little-endian; 64 KiB apart: its third byte
     with pytest.raises(DataMismatch, match=rf"shard\.bin: byte at offset {first + 24 + 2} "):
         stamper.verify(data, 0, "shard.bin")
+
+
+def test_the_c_keystream_and_numpys_are_the_same_function() -> None:
+    """An install without a compiler writes and verifies the very same bytes."""
+    module = keystream.native()
+    if module is None:
+        pytest.skip("the C keystream is not built in this install (no C compiler at install)")
+    seed = keystream.seed_of(KEY.run_id, KEY.global_rank)
+    c_words = np.empty(3 * keystream.BLOCK_WORDS, dtype=np.uint64)
+    module.fill_blocks(c_words, seed, 5 * keystream.BLOCK_WORDS, 1, 2, 3)
+    numpy_words = np.empty_like(c_words)
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as patched:
+        patched.setattr(keystream, "native", lambda: None)
+        keystream.fill_blocks(numpy_words, seed, 5 * keystream.BLOCK_WORDS, 1, 2, 3)
+    assert (c_words == numpy_words).all()
+
+
+def test_no_two_words_of_a_run_repeat_across_blocks_transfers_ranks_or_files() -> None:
+    """The keystream's words (the stamps aside) are all distinct over two ranks, several
+    transfers and a later file's stamp offsets: nothing for dedup or a long window to fold."""
+    words = []
+    for rank in (0, 1):
+        stamper = BlockStamper(StampKey(KEY.run_id, rank), TRANSFER_BYTES)
+        for offset in (0, TRANSFER_BYTES, 7 * TRANSFER_BYTES):
+            blocks = np.frombuffer(stamper.fill(offset, TRANSFER_BYTES), dtype=np.uint64)
+            words.append(
+                blocks.reshape(-1, keystream.BLOCK_WORDS)[:, keystream.STAMP_WORDS :].copy()
+            )
+    every = np.concatenate([w.ravel() for w in words])
+    assert len(np.unique(every)) == len(every)
