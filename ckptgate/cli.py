@@ -6,6 +6,7 @@
     ckptgate bench scale [--nodes 4,16,...]                # node 0's coordination vs N
     ckptgate bench predict [--nodes 64,128]                # the harness vs a real mpirun
     ckptgate bench verify --target DIR                     # ckptgate verify against fio
+    ckptgate bench payload                                 # the payload's generator vs memcpy
     ckptgate verify RUN_DIR                   # re-check a run kept with --keep, every byte
     ckptgate clean TARGET [--force-stale]     # remove what dead runs left, by their manifests
     ckptgate report RUN.json [--html OUT.html] [--csv OUT.csv]           # a saved report
@@ -107,6 +108,10 @@ def _bench(argv: Sequence[str]) -> int:
         from ckptgate.benchmarks.verify_speed import main as verify_main
 
         return verify_main(argv[1:])
+    if argv[:1] == ["payload"]:
+        from ckptgate.benchmarks.payload_speed import main as payload_main
+
+        return payload_main(argv[1:])
     from ckptgate.benchmarks.compare import main
 
     return main(argv)

@@ -15,9 +15,10 @@ the block's offset): it names a misplaced block, and the other 508 words are the
 their own offsets. A rank's later files continue its stream (their stamp offsets do), so no two
 blocks of a run share more than chance, at any alignment.
 
-In C where built (``ckptgate.engine._keystream``: about 9.7 GB/s a core against 15 to 18 GB/s
-for memcpy on the project's 2-core machine; ``ckptgate bench payload`` measures it as a ratio);
-else the same function in numpy (a few times slower, correct), named in the run's header.
+In C where built (``ckptgate.engine._keystream``: about a memory copy's speed a core on the
+project's 2-core machine; ``ckptgate bench payload`` measures the ratio); else the same function
+in numpy, the same bytes about 60 times slower (0.19 GB/s a core here): the run's header names
+which (``keystream_words``), and the load generator item shows what it costs.
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["BLOCK_WORDS", "fill_blocks", "native", "seed_of", "words_from"]
+__all__ = [
+    "BLOCK_WORDS",
+    "fill_blocks",
+    "fill_blocks_numpy",
+    "keystream_words",
+    "native",
+    "seed_of",
+    "words_from",
+]
 
 P0 = 0xA0761D6478BD642F
 P1 = 0xE7037ED1A0B428DB
@@ -61,6 +70,13 @@ def native() -> ModuleType | None:
         return None
 
 
+def keystream_words() -> str:
+    """The header's words: which keystream this install generates the payload with."""
+    if native() is not None:
+        return "C (wyrand, one multiply per 8 bytes)"
+    return "numpy (the C keystream is not built in this install: no C compiler at install)"
+
+
 def words_from(seed: int, first_word: int, count: int) -> np.ndarray:
     """``count`` keystream words from index ``first_word``, in numpy (the C loop's function:
     each 64x64-bit product split into 32-bit limbs, since numpy has no 128-bit product)."""
@@ -91,6 +107,13 @@ def fill_blocks(
     if module is not None:
         module.fill_blocks(buffer, seed & MASK, first_word, magic & MASK, run & MASK, rank & MASK)
         return
+    fill_blocks_numpy(buffer, seed, first_word, magic, run, rank)
+
+
+def fill_blocks_numpy(
+    buffer: np.ndarray, seed: int, first_word: int, magic: int, run: int, rank: int
+) -> None:
+    """``fill_blocks`` in numpy alone: the same bytes, where no C keystream is built."""
     blocks = buffer.reshape(-1, BLOCK_WORDS)
     blocks[:] = words_from(seed, first_word, buffer.size).reshape(-1, BLOCK_WORDS)
     blocks[:, 0] = np.uint64(magic & MASK)

@@ -155,6 +155,9 @@ class RunSpec:
     readers: int = field(default=2, metadata=meta(ge=0))
     reader_bytes: int = field(default=1 * GB, metadata=meta("bytes", gt=0))
     max_reader_slowdown: float | None = field(default=None, metadata=meta(ge=0, le=1))
+    payload_sample_bytes: int = field(default=64 * MiB, metadata=meta("bytes", gt=0))
+    """Bytes of the latest round each node reads back to measure how reducible its payload
+    is (``ckptgate.checks.payload``): spread over its ranks and files."""
     timeout_floor_s: float = field(default=60.0, metadata=meta("seconds", gt=0))
     stall_timeout_s: float = field(default=60.0, metadata=meta("seconds", gt=0))
     """A rank that makes no progress (no transfer, no file, no new phase) for this long is

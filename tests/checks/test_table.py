@@ -24,14 +24,15 @@ def test_every_module_of_the_package_with_a_check_is_in_the_table_in_run_order()
     ]
     declared = {m.CHECK.name for m in modules if isinstance(getattr(m, "CHECK", None), Check)}
     assert [c.name for c in checks()] == [
-        "write", "restart", "metadata", "contention", "decisions", "retention", "dcp"
+        "write", "payload", "restart", "metadata", "contention", "decisions", "retention", "dcp"
     ]  # fmt: skip
     assert declared == {c.name for c in checks()}
 
 
 def test_the_rows_are_in_checklist_order_by_question_then_run_order() -> None:
     assert [(r.number, r.id) for r in checklist().rows] == [
-        ("1", "checkpoint-bytes"), ("1", "dcp-bytes"),
+        ("1", "checkpoint-bytes"), ("1", "payload-compress"), ("1", "payload-dedup-4k"),
+        ("1", "payload-dedup-8k"), ("1", "payload-fold"), ("1", "dcp-bytes"),
         ("2", "interval-from-failure-rate"),
         ("3", "sync-stall"), ("3", "stall-budget"), ("3", "dcp-async-block"),
         ("4", "sync-vs-async"),
@@ -65,7 +66,7 @@ def test_a_marker_per_check_with_its_questions_and_titles() -> None:
 
 
 def test_an_unknown_check_is_named_with_the_known_ones() -> None:
-    with pytest.raises(KeyError, match="no check 'nope'; known: write, restart"):
+    with pytest.raises(KeyError, match="no check 'nope'; known: write, payload, restart"):
         check_named("nope")
 
 
@@ -91,18 +92,17 @@ from ckptgate.report.schema import BurstSection
 from ckptgate.report.sections import ReportPart
 
 
-def _fold(run):
-    return judge(id="payload-fold", measured=1.0, required=1.02, unit="x", detail="d",
-                 better="lower")
+def _judged(run):
+    return judge(id="example-row", measured=2.0, required=1.0, unit="x", detail="d")
 
 
-REPORT = ReportPart(key="payload", schema=BurstSection, html=lambda section, plots: [])
+REPORT = ReportPart(key="example", schema=BurstSection, html=lambda section, plots: [])
 
 CHECK = Check(
-    name="payload",
-    place=15,
+    name="example",
+    place=16,
     measure=nullcontext,
-    answers=(row("payload", "payload-fold", "1", "payload reducibility", _fold),),
+    answers=(row("example", "example-row", "1", "an example row", _judged),),
     report=(REPORT,),
 )
 """
@@ -116,26 +116,24 @@ def test_a_check_module_added_to_the_package_is_everywhere_without_another_file(
     acceptance test's parameters; nothing else is edited."""
     package = tmp_path / "extra"
     package.mkdir()
-    (package / "payload.py").write_text(NEW_CHECK)
+    (package / "example.py").write_text(NEW_CHECK)
     monkeypatch.setattr(ckptgate.checks, "__path__", [*ckptgate.checks.__path__, str(package)])
     for cached in (checks, checklist):
         cached.cache_clear()
-    monkeypatch.delitem(sys.modules, "ckptgate.checks.payload", raising=False)
+    monkeypatch.delitem(sys.modules, "ckptgate.checks.example", raising=False)
     try:
-        assert [c.name for c in checks()][:3] == ["write", "payload", "restart"]
-        assert checklist().get("payload-fold") is not None
-        assert [r.id for r in checklist().rows][:3] == [
-            "checkpoint-bytes", "payload-fold", "dcp-bytes"
-        ]  # fmt: skip
-        assert "payload-fold" in checklist().required_ids()
-        assert "payload reducibility" in checklist().missing(["checkpoint-bytes"])
-        assert markers()["payload"] == "checklist 1: payload reducibility"
-        assert "payload" in [part.key for part in report_parts()]
+        assert [c.name for c in checks()][:4] == ["write", "payload", "example", "restart"]
+        ids = [r.id for r in checklist().rows]
+        assert ids.index("payload-fold") < ids.index("example-row") < ids.index("dcp-bytes")
+        assert "example-row" in checklist().required_ids()
+        assert "an example row" in checklist().missing(["checkpoint-bytes"])
+        assert markers()["example"] == "checklist 1: an example row"
+        assert "example" in [part.key for part in report_parts()]
         # the plugin registers each check's marker at start-up (plugin.MARKERS); here, by hand
-        pytestconfig.addinivalue_line("markers", f"payload: {markers()['payload']}")
-        params = [p for p in checklist_params() if p.id == "payload-fold"]
-        assert len(params) == 1 and params[0].values[0] == "payload"
+        pytestconfig.addinivalue_line("markers", f"example: {markers()['example']}")
+        params = [p for p in checklist_params() if p.id == "example-row"]
+        assert len(params) == 1 and params[0].values[0] == "example"
     finally:
         for cached in (checks, checklist):
             cached.cache_clear()
-        sys.modules.pop("ckptgate.checks.payload", None)
+        sys.modules.pop("ckptgate.checks.example", None)
