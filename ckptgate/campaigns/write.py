@@ -20,6 +20,7 @@ from typing import Any
 
 from ckptgate.campaigns.context import CheckContext
 from ckptgate.cluster.nodes import run_everywhere
+from ckptgate.engine.datagen import payload_name
 from ckptgate.engine.pool import RankFailure
 from ckptgate.engine.records import BurstResult, merge_nodes
 from ckptgate.rundir.manifest import Writer
@@ -150,7 +151,16 @@ class WriteCampaign:
 
     def shards_in(self, directory: str) -> list[ShardFile]:
         """This node's shard files of one checkpoint in ``directory`` (by ``file_plan``)."""
-        return shard_files(self.file_plan, directory, self.ctx.run_id, self.transfer_bytes)
+        return shard_files(
+            self.file_plan, directory, self.ctx.run_id, self.transfer_bytes, self.payload
+        )
+
+    @property
+    def payload(self) -> str:
+        """What the shards' bytes are (``StampKey.payload``), from the profile's
+        ``run.payload`` and its K."""
+        profile = self.ctx.profile
+        return payload_name(profile.run.payload, profile.model.bytes_per_parameter)
 
     def replay_counts(self) -> dict[str, Any] | None:
         """A replay's source (its plan's JSON: source, files, bytes) beside what the target

@@ -78,8 +78,81 @@ static PyObject *fill_blocks(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static const char fill_words_doc[] =
+    "fill_words(buffer, seed, first_word): the plain keystream (no stamps) into the writable "
+    "buffer of 8-byte words, its first word at the stream's index first_word.";
+
+static PyObject *fill_words(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    unsigned long long seed, first_word;
+    if (!PyArg_ParseTuple(args, "w*KK", &view, &seed, &first_word)) return NULL;
+    if (view.len % 8) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "fill_words: the buffer must be whole 8-byte words");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t *out = (uint64_t *)view.buf;
+    size_t words = (size_t)view.len / 8;
+    uint64_t x = seed + (first_word + 1) * P0;
+    for (size_t i = 0; i < words; i++) {
+        out[i] = mum(x, x ^ P1);
+        x += P0;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+static const char fill_values_doc[] =
+    "fill_values(buffer, seed, first_value, table, width): the realistic payload's values of one "
+    "kind into the buffer (width 4: fp32 bits, width 2: bf16 bits), value i from the keystream "
+    "word at index first_value + i: its top 12 bits pick a sign-and-exponent from the table "
+    "(4096 uint32 top-9-bit values), its low bits are the mantissa "
+    "(ckptgate/engine/realistic.py).";
+
+static PyObject *fill_values(PyObject *self, PyObject *args) {
+    Py_buffer view, table;
+    unsigned long long seed, first_value;
+    int width;
+    if (!PyArg_ParseTuple(args, "w*KKy*i", &view, &seed, &first_value, &table, &width))
+        return NULL;
+    if ((width != 2 && width != 4) || view.len % width || table.len != 4096 * 4) {
+        PyBuffer_Release(&view);
+        PyBuffer_Release(&table);
+        PyErr_SetString(PyExc_ValueError,
+                        "fill_values: width 2 or 4, whole values, a table of 4096 uint32");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    const uint32_t *top = (const uint32_t *)table.buf;
+    size_t count = (size_t)view.len / width;
+    uint64_t x = seed + (first_value + 1) * P0;
+    if (width == 4) {
+        uint32_t *out = (uint32_t *)view.buf;
+        for (size_t i = 0; i < count; i++) {
+            uint64_t w = mum(x, x ^ P1);
+            out[i] = (top[w >> 52] << 23) | (uint32_t)(w & 0x7FFFFF);
+            x += P0;
+        }
+    } else {
+        uint16_t *out = (uint16_t *)view.buf;
+        for (size_t i = 0; i < count; i++) {
+            uint64_t w = mum(x, x ^ P1);
+            out[i] = (uint16_t)((top[w >> 52] << 7) | (uint32_t)(w & 0x7F));
+            x += P0;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&table);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"fill_values", fill_values, METH_VARARGS, fill_values_doc},
     {"fill_blocks", fill_blocks, METH_VARARGS, fill_blocks_doc},
+    {"fill_words", fill_words, METH_VARARGS, fill_words_doc},
     {NULL, NULL, 0, NULL},
 };
 

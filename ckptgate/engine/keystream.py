@@ -33,6 +33,7 @@ __all__ = [
     "BLOCK_WORDS",
     "fill_blocks",
     "fill_blocks_numpy",
+    "fill_words",
     "keystream_words",
     "native",
     "seed_of",
@@ -41,7 +42,8 @@ __all__ = [
 
 P0 = 0xA0761D6478BD642F
 P1 = 0xE7037ED1A0B428DB
-BLOCK_WORDS = 512
+BLOCK_BYTES = 4096
+BLOCK_WORDS = BLOCK_BYTES // 8
 """Words of one 4 KiB block (``ckptgate.engine.datagen.BLOCK_BYTES`` / 8)."""
 STAMP_WORDS = 4
 """The stamp's words at the head of each block (magic, run, rank, offset)."""
@@ -95,6 +97,16 @@ def words_from(seed: int, first_word: int, count: int) -> np.ndarray:
             hi_hi + (lo_hi >> np.uint64(32)) + (hi_lo >> np.uint64(32)) + (middle >> np.uint64(32))
         )
     return low ^ high
+
+
+def fill_words(buffer: np.ndarray, seed: int, first_word: int) -> None:
+    """The plain keystream (no stamps) into ``buffer`` (uint64 words), its first word at the
+    stream's index ``first_word``: the realistic payload draws its values from it."""
+    module = native()
+    if module is not None:
+        module.fill_words(buffer, seed & MASK, first_word)
+        return
+    buffer[:] = words_from(seed, first_word, buffer.size)
 
 
 def fill_blocks(

@@ -60,6 +60,8 @@ class StampedFile(Protocol):
     @property
     def transfer_bytes(self) -> int: ...
     @property
+    def payload(self) -> str: ...
+    @property
     def stamp_offset(self) -> int: ...
 
 
@@ -267,7 +269,8 @@ class RunDirectory:
         self.register(
             [s.path for s in shards],
             stamps=[
-                FileStamp(s.run_id, s.global_rank, s.transfer_bytes, s.stamp_offset) for s in shards
+                FileStamp(s.run_id, s.global_rank, s.transfer_bytes, s.stamp_offset, s.payload)
+                for s in shards
             ],
             sizes=[s.bytes for s in shards],
             writer=writer,

@@ -82,7 +82,7 @@ class ManifestDamaged(ManifestError):
 @dataclass(frozen=True)
 class FileStamp:
     """What recomputes a stamped file's bytes: byte ``i`` of the file is byte
-    ``offset + i`` of ``BlockStamper(StampKey(run_id, global_rank), transfer_bytes)``."""
+    ``offset + i`` of ``BlockStamper(StampKey(run_id, global_rank, payload), transfer_bytes)``."""
 
     run_id: int
     global_rank: int
@@ -90,14 +90,22 @@ class FileStamp:
     offset: int = 0
     """The stamp offset of the file's first byte: 0 for a shard; ``index x 4096`` for the
     metadata storm's ``index``-th file of a rank."""
+    payload: str = "random"
+    """``StampKey.payload``: ``random``, or ``realistic-K`` (written only where not random, so
+    a manifest of a random run reads as before). Plain words here: the manifest is read by
+    helpers that must not import numpy (``rundir.janitor``: a helper with numpy's threads
+    can take a signal meant for the job)."""
 
-    def to_json(self) -> dict[str, int]:
-        return {
+    def to_json(self) -> dict[str, int | str]:
+        data: dict[str, int | str] = {
             "run_id": self.run_id,
             "global_rank": self.global_rank,
             "transfer_bytes": self.transfer_bytes,
             "offset": self.offset,
         }
+        if self.payload != "random":
+            data["payload"] = self.payload
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FileStamp:
@@ -106,6 +114,7 @@ class FileStamp:
             int(data["global_rank"]),
             int(data["transfer_bytes"]),
             int(data.get("offset", 0)),
+            str(data.get("payload", "random")),
         )
 
 

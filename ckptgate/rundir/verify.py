@@ -247,7 +247,8 @@ def _verify_bytes(
     (byte ``start + i`` is stamp byte ``stamp.offset + i``)."""
     stamp = listed.stamp
     assert stamp is not None
-    stamper = BlockStamper(StampKey(stamp.run_id, stamp.global_rank), stamp.transfer_bytes)
+    key = StampKey(stamp.run_id, stamp.global_rank, stamp.payload)
+    stamper = BlockStamper(key, stamp.transfer_bytes)
     step = stamper.step_bytes
     buffer = bytearray(step)
     view = memoryview(buffer)

@@ -155,6 +155,10 @@ class RunSpec:
     readers: int = field(default=2, metadata=meta(ge=0))
     reader_bytes: int = field(default=1 * GB, metadata=meta("bytes", gt=0))
     max_reader_slowdown: float | None = field(default=None, metadata=meta(ge=0, le=1))
+    payload: str = field(default="random", metadata=meta(choices=("random", "realistic")))
+    """``random``: bytes no data reduction can fold (the default, what qualifies a storage);
+    ``realistic``: a real checkpoint's reducibility at the profile's K, for a storage that
+    compresses (``ckptgate.engine.realistic``); the verdict line names it."""
     payload_sample_bytes: int = field(default=64 * MiB, metadata=meta("bytes", gt=0))
     """Bytes of the latest round each node reads back to measure how reducible its payload
     is (``ckptgate.checks.payload``): spread over its ranks and files."""

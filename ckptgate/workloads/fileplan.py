@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ckptgate.engine.datagen import StampKey, step_bytes
+from ckptgate.engine.datagen import RANDOM, StampKey, step_bytes
 from ckptgate.sizing import rank_file_bytes
 
 METADATA_NAME = ".metadata"
@@ -54,10 +54,12 @@ class ShardFile:
     """Its index among its rank's files."""
     stamp_offset: int = 0
     """Where the file's stamps start, on the stamp grid (0 for a rank's first file)."""
+    payload: str = RANDOM
+    """What its bytes are (``StampKey.payload``): ``random``, or ``realistic-K``."""
 
     @property
     def stamp(self) -> StampKey:
-        return StampKey(self.run_id, self.global_rank)
+        return StampKey(self.run_id, self.global_rank, self.payload)
 
 
 def shard_file_name(global_rank: int, index: int = 0) -> str:
@@ -193,9 +195,10 @@ def named_plan(
 
 
 def shard_files(
-    plan: FilePlan, directory: str, run_id: int, transfer_bytes: int
+    plan: FilePlan, directory: str, run_id: int, transfer_bytes: int, payload: str = RANDOM
 ) -> list[ShardFile]:
-    """The plan's shard files in ``directory``, each with its stamp offset (module docstring)."""
+    """The plan's shard files in ``directory``, each with its stamp offset (module docstring)
+    and the run's ``payload`` (``StampKey.payload``)."""
     grid = step_bytes(transfer_bytes)
     next_offset: dict[int, int] = {}
     out = []
@@ -211,6 +214,7 @@ def shard_files(
                 transfer_bytes=transfer_bytes,
                 index=f.index,
                 stamp_offset=offset,
+                payload=payload,
             )
         )
     return out
