@@ -44,4 +44,4 @@ def test_write_rounds(benchmark, campaign: WriteCampaign) -> None:
 
 def test_checklist(measured: Any, answer: Answer, gate: Gate) -> None:
     """One checklist row: its check's measurement judged against the profile's requirement."""
-    gate.answer(answer.judge(measured), unless=answer.unless)
+    gate.answer(answer.judge(measured), row=answer.row.id, unless=answer.unless)

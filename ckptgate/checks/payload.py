@@ -3,16 +3,16 @@ store, because nothing in them could be reduced.
 
 A storage that compresses, deduplicates or folds similar blocks inline would store and move a
 fraction of a payload that repeats, and the write bandwidth, persist window and capacity would
-be credited for bytes it never stored (issue 53). Each node reads back a bounded sample of its
-latest round (``run.payload_sample_bytes``, spread over its ranks and files,
+be credited for bytes it never stored (issue 53). Node 0 reads back a bounded sample of the
+latest round (``run.payload_sample_bytes``, spread over the ranks and files,
 ``ckptgate.workloads.payload_sample``) and measures it as such a storage would: a long-window
 compressor, 4 KiB and 8 KiB block dedup, and a 4 KiB fold that ignores a 64-byte header. Each
 is a row, failed above ``REDUCTION_LIMIT``: a ratio of logical to stored bytes of 1 means the
 storage could fold nothing. With ``run.payload: realistic`` the compression row is reported,
 not gated (a real checkpoint compresses about 1.1x, and the user asked for that), while block
-dedup and the fold stay gated: a real checkpoint gives them nothing either. Every node judges
-its own sample (a reducible payload on any node fails the row on every node); node 0's
-numbers are the report's.
+dedup and the fold stay gated: a real checkpoint gives them nothing either. Node 0 samples
+every node's files of the latest round (they are on the shared target, read through the
+session's bounded helper) and judges; the other nodes measure nothing.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ckptgate.campaigns.write import WriteCampaign
-from ckptgate.checks.check import Check, Measuring, row
+from ckptgate.checks.check import Answer, Check, Measuring, NotMeasured, row
 from ckptgate.engine.datagen import RANDOM
 from ckptgate.report.html import esc, field_table
 from ckptgate.report.items import Item, judge
 from ckptgate.report.sections import ReportPart
 from ckptgate.sizing import format_bytes, format_count
+from ckptgate.storage.errors import TargetError
 from ckptgate.workloads.payload_sample import (
     ReductionRatios,
     plan_sample,
@@ -41,7 +42,7 @@ REDUCTION_LIMIT = 1.02
 would be credited for bytes it did not store. Random bytes come out at 1.000 within zstd's own
 framing; the suite's old reused pool at 13 under zstd --long."""
 
-SCOPE = "the payload's content, on a sample of this node's latest round: the same at any scale"
+SCOPE = "the payload's content, on a sample of the latest round: the same at any scale"
 
 
 @dataclass
@@ -64,13 +65,19 @@ class PayloadSample:
 
 
 def sample_payload(campaign: WriteCampaign) -> PayloadSample:
-    """This node's latest round, sampled and measured (the rounds run first where they have
-    not: the sample is of what the checklist wrote)."""
+    """Every node's latest round, sampled by node 0 and measured (the rounds run first where
+    they have not: the sample is of what the checklist wrote). A target error is one line
+    naming the file (``TargetError``); a round with no bytes is ``NotMeasured``."""
     campaign.rounds()
     budget = campaign.ctx.profile.run.payload_sample_bytes
-    files = list(campaign.latest)
+    files = list(campaign.latest_all)
     pieces = plan_sample(files, budget)
-    data = read_sample(campaign.ctx.target.spec, pieces)
+    if not pieces:
+        raise NotMeasured("the latest round holds no bytes to sample")
+    try:
+        data = read_sample(campaign.ctx.target.janitor, pieces)
+    except OSError as error:
+        raise TargetError(f"payload sample: {error.filename}: {error.strerror or error}") from None
     return PayloadSample(reduction_ratios(data, files=len(files)), budget, campaign.payload)
 
 
@@ -89,12 +96,14 @@ def _ratio_row(
     what: str,
     *,
     realistic_folds: bool = False,
-) -> Callable[[PayloadSample], Item]:
+) -> Callable[[PayloadSample | None], Item | None]:
     """A row that fails its ratio above ``REDUCTION_LIMIT``; with a realistic payload, a row
     whose reduction a real checkpoint has too (``realistic_folds``: compression) is reported,
     not gated, since the user asked for that benefit."""
 
-    def judged(sample: PayloadSample) -> Item:
+    def judged(sample: PayloadSample | None) -> Item | None:
+        if sample is None:
+            return None  # not node 0: node 0 samples every node's files and judges
         item = judge(
             id=id,
             title=title,
@@ -154,32 +163,47 @@ REPORT = ReportPart(key="payload", schema=PayloadSection, html=_html)
 
 
 @contextmanager
-def _measure(run: Measuring) -> Iterator[PayloadSample]:
-    yield sample_payload(run.campaign)
+def _measure(run: Measuring) -> Iterator[PayloadSample | None]:
+    """Node 0 samples every node's files (they are on the shared target); the other nodes
+    measure nothing and judge nothing (node 0's verdict is every node's)."""
+    campaign = run.campaign
+    yield sample_payload(campaign) if campaign.ctx.nodes.index == 0 else None
+
+
+NOT_NODE_0 = "node 0 samples every node's files and judges them"
+
+
+def _ratio(
+    id: str,
+    title: str,
+    value: Callable[[ReductionRatios], float],
+    what: str,
+    *,
+    realistic_folds: bool = False,
+) -> Answer:
+    """One row of the check: its id and title given once, to the row and to its item."""
+    judged = _ratio_row(id, title, value, what, realistic_folds=realistic_folds)
+    return row("payload", id, "1", title, judged, unless=NOT_NODE_0)
 
 
 CHECK = Check(
     name="payload",
     place=15,
     measure=_measure,
-    sections=lambda sample: {"payload": sample.section()},
+    sections=lambda sample: {} if sample is None else {"payload": sample.section()},
     report=(REPORT,),
     summary="the payload's reducibility: compression, dedup, a header-blind fold",
     answers=(
-        row("payload", "payload-compress", "1", "payload: long-window compression",
-            _ratio_row("payload-compress", "payload: long-window compression",
-                       lambda r: r.compress_long, "zstd -3 --long over the whole sample",
-                       realistic_folds=True)),
-        row("payload", "payload-dedup-4k", "1", "payload: 4 KiB block dedup",
-            _ratio_row("payload-dedup-4k", "payload: 4 KiB block dedup",
-                       lambda r: r.dedup_4k, "4 KiB blocks against the distinct ones")),
-        row("payload", "payload-dedup-8k", "1", "payload: 8 KiB block dedup",
-            _ratio_row("payload-dedup-8k", "payload: 8 KiB block dedup",
-                       lambda r: r.dedup_8k, "8 KiB blocks against the distinct ones")),
-        row("payload", "payload-fold", "1", "payload: header-blind block fold",
-            _ratio_row("payload-fold", "payload: header-blind block fold",
-                       lambda r: r.fold_4k_headerless,
-                       "4 KiB blocks compared without their first 64 bytes")),
+        _ratio("payload-compress", "payload: long-window compression",
+               lambda r: r.compress_long, "zstd -3 --long over the whole sample",
+               realistic_folds=True),
+        _ratio("payload-dedup-4k", "payload: 4 KiB block dedup",
+               lambda r: r.dedup_4k, "4 KiB blocks against the distinct ones"),
+        _ratio("payload-dedup-8k", "payload: 8 KiB block dedup",
+               lambda r: r.dedup_8k, "8 KiB blocks against the distinct ones"),
+        _ratio("payload-fold", "payload: header-blind block fold",
+               lambda r: r.fold_4k_headerless,
+               "4 KiB blocks compared without their first 64 bytes"),
     ),
 )  # fmt: skip
 """Checklist 1: nothing a data-reducing storage could fold, so the bytes it holds are the

@@ -9,11 +9,14 @@ folds the 128-bit product into 64 bits). It depends on ``n`` alone, as a counter
 generator's output does (Salmon et al., SC11), so any range is recomputable and verification
 reads every byte as before; wyrand passes BigCrush and PractRand.
 
-The seed is SplitMix64 (Steele, Lea and Flood, OOPSLA 2014) of the run id and the global rank,
-so every rank's stream is its own. Each 4 KiB block keeps its 32-byte stamp (magic, run, rank,
-the block's offset): it names a misplaced block, and the other 508 words are the keystream at
-their own offsets. A rank's later files continue its stream (their stamp offsets do), so no two
-blocks of a run share more than chance, at any alignment.
+The seed is SplitMix64 (Steele, Lea and Flood, OOPSLA 2014) of the run id, the global rank and
+the checkpoint's generation (``seed_of``), so every rank's stream is its own, and so is every
+checkpoint's: a write round, the contended round written beside the latest one, a sweep point.
+Each 4 KiB block keeps its 32-byte stamp (magic, run, rank, the block's offset): it names a
+misplaced block, and the other 508 words are the keystream at their own offsets. A rank's later
+files continue its stream (their stamp offsets do), so no two blocks of a checkpoint, nor of two
+checkpoints, share more than chance, at any alignment. (The metadata storm's one-block files
+and the readers' dataset have generation 0: they are not the checkpoint's bytes.)
 
 In C where built (``ckptgate.engine._keystream``: about a memory copy's speed a core on the
 project's 2-core machine; ``ckptgate bench payload`` measures the ratio); else the same function
@@ -58,9 +61,12 @@ def _splitmix64(value: int) -> int:
     return z ^ (z >> 31)
 
 
-def seed_of(run_id: int, global_rank: int) -> int:
-    """The stream's seed for one rank of one run."""
-    return _splitmix64(_splitmix64(run_id & MASK) ^ (global_rank & MASK))
+def seed_of(run_id: int, global_rank: int, generation: int = 0) -> int:
+    """The stream's seed for one rank of one run, and of one checkpoint of it (``generation``:
+    each checkpoint directory's own, so that no round, contended round or sweep point repeats
+    another's bytes; 0 for the rank's stream that every generation 0 file shares)."""
+    seed = _splitmix64(_splitmix64(run_id & MASK) ^ (global_rank & MASK))
+    return _splitmix64(seed ^ _splitmix64(generation & MASK)) if generation else seed
 
 
 @functools.cache

@@ -46,9 +46,10 @@ class GateReport:
     """What stopped the run (``Ctrl-C``, ``SIGTERM``), once it did."""
     not_measured: dict[str, str] = field(default_factory=dict)
     """Tests an earlier failure stopped: test name -> "not measured: <cause>"."""
-    checklist: Checklist = field(default_factory=Checklist)
+    checklist: Checklist = field(kw_only=True)
     """The check table's rows (``ckptgate.checks.table``), which the plugin hands over: they
-    title, number and order the items, and say which rows the verdict misses."""
+    title, number and order the items, and say which rows the verdict misses. Required: a
+    report without them could not say what a run left out, and would fail open."""
 
     def record(self, item: Item) -> Item:
         """Keep ``item`` (a later item with the same id replaces the earlier) and return it,
@@ -88,7 +89,7 @@ class GateReport:
 
     def verdict(self) -> Verdict:
         scale = self.scale or RunScale(1, 1, 1, 1, True)
-        return decide(self.items, scale, self.as_run, self.interrupted, self.checklist)
+        return decide(self.items, scale, self.as_run, self.interrupted, checklist=self.checklist)
 
     def to_json(self) -> dict[str, Any]:
         return {

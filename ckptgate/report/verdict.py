@@ -83,13 +83,16 @@ def decide(
     scale: RunScale,
     as_run: ProfileAsRun | None = None,
     interrupted: str | None = None,
-    checklist: Checklist | None = None,
+    *,
+    checklist: Checklist,
 ) -> Verdict:
     """The verdict of a run from its items and its scale (see the module docstring);
     ``interrupted`` says what stopped the run (``Ctrl-C``, ``SIGTERM``), if anything did;
     ``checklist``, the check table's rows, says which required rows are missing and which
-    optional ones did not run (none are named without it)."""
-    verdict = _decide(items, scale, interrupted, checklist or Checklist())
+    optional ones did not run. A checklist with no rows is refused: it would miss nothing."""
+    if not checklist.rows:
+        raise ValueError("decide: an empty checklist would call no row missing")
+    verdict = _decide(items, scale, interrupted, checklist)
     if as_run is None:
         return verdict
     named = verdict.line.replace(

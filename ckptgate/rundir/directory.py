@@ -62,6 +62,8 @@ class StampedFile(Protocol):
     @property
     def payload(self) -> str: ...
     @property
+    def generation(self) -> int: ...
+    @property
     def stamp_offset(self) -> int: ...
 
 
@@ -269,7 +271,14 @@ class RunDirectory:
         self.register(
             [s.path for s in shards],
             stamps=[
-                FileStamp(s.run_id, s.global_rank, s.transfer_bytes, s.stamp_offset, s.payload)
+                FileStamp(
+                    s.run_id,
+                    s.global_rank,
+                    s.transfer_bytes,
+                    s.stamp_offset,
+                    s.generation,
+                    s.payload,
+                )
                 for s in shards
             ],
             sizes=[s.bytes for s in shards],

@@ -29,6 +29,7 @@ import datetime as dt
 import enum
 import json
 import os
+import re
 import socket
 import zlib
 from collections.abc import Iterable, Sequence
@@ -54,7 +55,10 @@ class Writer(enum.StrEnum):
     BENCHMARK = "benchmark peer (fio, IOR, mdtest)"
 
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
+"""2: the payload is a counter-based keystream per checkpoint (issue 53), and a stamp may name
+its generation and payload; a run of format 1 wrote a reused random pool that this version does
+not recompute (``ckptgate verify`` refuses it in one line, rather than call every byte bad)."""
 MANIFEST_PREFIX = ".ckptgate-manifest.node"
 LEASE_PREFIX = ".ckptgate-lease.node"
 
@@ -82,7 +86,8 @@ class ManifestDamaged(ManifestError):
 @dataclass(frozen=True)
 class FileStamp:
     """What recomputes a stamped file's bytes: byte ``i`` of the file is byte
-    ``offset + i`` of ``BlockStamper(StampKey(run_id, global_rank, payload), transfer_bytes)``."""
+    ``offset + i`` of ``BlockStamper(StampKey(run_id, global_rank, generation, payload),
+    transfer_bytes)``."""
 
     run_id: int
     global_rank: int
@@ -90,6 +95,8 @@ class FileStamp:
     offset: int = 0
     """The stamp offset of the file's first byte: 0 for a shard; ``index x 4096`` for the
     metadata storm's ``index``-th file of a rank."""
+    generation: int = 0
+    """``StampKey.generation``: the checkpoint's own stream (written only where not 0)."""
     payload: str = "random"
     """``StampKey.payload``: ``random``, or ``realistic-K`` (written only where not random, so
     a manifest of a random run reads as before). Plain words here: the manifest is read by
@@ -103,18 +110,24 @@ class FileStamp:
             "transfer_bytes": self.transfer_bytes,
             "offset": self.offset,
         }
+        if self.generation:
+            data["generation"] = self.generation
         if self.payload != "random":
             data["payload"] = self.payload
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FileStamp:
+        payload = str(data.get("payload", "random"))
+        if payload != "random" and not re.fullmatch(r"realistic-\d+", payload):
+            raise ValueError(f"stamp payload {payload!r}: allowed: random, realistic-K")
         return cls(
             int(data["run_id"]),
             int(data["global_rank"]),
             int(data["transfer_bytes"]),
             int(data.get("offset", 0)),
-            str(data.get("payload", "random")),
+            int(data.get("generation", 0)),
+            payload,
         )
 
 
@@ -413,10 +426,14 @@ def _apply(manifest: Manifest, record: dict[str, Any], path: str, number: int) -
         manifest.dirs.append(record["path"])
     elif kind in ("file", "meta"):
         stamp = record.get("stamp")
+        try:
+            read_stamp = FileStamp.from_json(stamp) if stamp else None
+        except (ValueError, KeyError, TypeError) as error:
+            raise ManifestDamaged(f"{path}: line {number}: {error}") from None
         manifest.files[record["path"]] = ListedFile(
             record["path"],
             record.get("bytes"),
-            FileStamp.from_json(stamp) if stamp else None,
+            read_stamp,
             meta=kind == "meta",
             writer=record.get("writer"),
         )

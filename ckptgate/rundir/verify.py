@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ckptgate.engine.datagen import BlockStamper, DataMismatch, StampKey
-from ckptgate.rundir.manifest import ListedFile, ManifestError, read_run_manifests
+from ckptgate.rundir.manifest import (
+    MANIFEST_FORMAT,
+    ListedFile,
+    ManifestError,
+    read_run_manifests,
+)
 
 UNRECORDED = "writer not recorded"
 """A file's writer in a manifest written before writers were recorded."""
@@ -126,6 +131,13 @@ def verify_run(
         raise ValueError(f"jobs: {jobs}: allowed: 1 or more")
     run_dir = os.path.abspath(run_dir)
     parts, missing = read_run_manifests(run_dir)
+    older = sorted({int(p.header.get("format", 1)) for p in parts} - {MANIFEST_FORMAT})
+    if older:
+        raise ManifestError(
+            f"{run_dir}: kept by a ckptgate of manifest format {older[0]}, whose payload this "
+            f"version (format {MANIFEST_FORMAT}) does not recompute: verify it with the ckptgate "
+            "that wrote it (its suite_version is in the manifest's first line)"
+        )
     report = VerifyReport(run_dir, parts=len(parts))
 
     def problem(path: str, offset: int | None, what: str, writer: str | None) -> None:
@@ -247,7 +259,7 @@ def _verify_bytes(
     (byte ``start + i`` is stamp byte ``stamp.offset + i``)."""
     stamp = listed.stamp
     assert stamp is not None
-    key = StampKey(stamp.run_id, stamp.global_rank, stamp.payload)
+    key = StampKey(stamp.run_id, stamp.global_rank, stamp.generation, stamp.payload)
     stamper = BlockStamper(key, stamp.transfer_bytes)
     step = stamper.step_bytes
     buffer = bytearray(step)
@@ -264,7 +276,7 @@ def _verify_bytes(
         position = start
         while position < length:
             # pieces end on the stamp grid (the stamp offset of the file's first byte may lie
-            # off it), so each whole piece takes the hashing path
+            # off it); each is compared with its bytes generated again (``verify``)
             stamp_at = stamp.offset + position - start
             take = min(step - stamp_at % step, length - position)
             got = handle.readinto(view[:take]) or 0

@@ -29,6 +29,7 @@ than local processes still writes every file once.
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,10 +57,12 @@ class ShardFile:
     """Where the file's stamps start, on the stamp grid (0 for a rank's first file)."""
     payload: str = RANDOM
     """What its bytes are (``StampKey.payload``): ``random``, or ``realistic-K``."""
+    generation: int = 0
+    """Its checkpoint's stream (``generation_of`` its directory; ``StampKey.generation``)."""
 
     @property
     def stamp(self) -> StampKey:
-        return StampKey(self.run_id, self.global_rank, self.payload)
+        return StampKey(self.run_id, self.global_rank, self.generation, self.payload)
 
 
 def shard_file_name(global_rank: int, index: int = 0) -> str:
@@ -194,11 +197,19 @@ def named_plan(
     return FilePlan(files, metadata_name, metadata_bytes if metadata_name else 0, rule, None, ranks)
 
 
+def generation_of(directory: str) -> int:
+    """A checkpoint's generation: CRC-32 of its directory (the same string on every node), so
+    that each checkpoint of a run has bytes of its own (``StampKey.generation``); 0 for none
+    (the generator-only burst, which writes nowhere)."""
+    return zlib.crc32(directory.encode()) if directory else 0
+
+
 def shard_files(
     plan: FilePlan, directory: str, run_id: int, transfer_bytes: int, payload: str = RANDOM
 ) -> list[ShardFile]:
-    """The plan's shard files in ``directory``, each with its stamp offset (module docstring)
-    and the run's ``payload`` (``StampKey.payload``)."""
+    """The plan's shard files in ``directory``, each with its stamp offset (module docstring),
+    the run's ``payload`` (``StampKey.payload``) and the directory's generation."""
+    generation = generation_of(directory)
     grid = step_bytes(transfer_bytes)
     next_offset: dict[int, int] = {}
     out = []
@@ -215,6 +226,7 @@ def shard_files(
                 index=f.index,
                 stamp_offset=offset,
                 payload=payload,
+                generation=generation,
             )
         )
     return out

@@ -21,6 +21,7 @@ A ratio of 1 means nothing was folded; the payload's check fails a ratio above i
 
 from __future__ import annotations
 
+import errno
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ import numpy as np
 import xxhash
 import zstandard
 
-from ckptgate.storage.backend import BackendSpec
+from ckptgate.rundir.janitor import Janitor
 from ckptgate.workloads.fileplan import ShardFile
 
 __all__ = [
@@ -80,13 +81,19 @@ class ReductionRatios:
 
 
 def plan_sample(files: Sequence[ShardFile], budget_bytes: int) -> list[Piece]:
-    """At most ``budget_bytes`` spread over every file: each file gets an equal share, read in
-    pieces of at most ``PIECE_BYTES`` placed evenly from its head to its end (its last piece
-    ends at the file's last byte, so an uneven last transfer is in the sample), each starting
-    on the 4 KiB grid. A file smaller than its share is read whole."""
+    """About ``budget_bytes`` spread over the files: each file gets an equal share, read in
+    pieces of at most ``PIECE_BYTES`` placed evenly from its head to its end (the last piece
+    ends at the file's last byte, so an uneven last transfer is in the sample; a file read in
+    one piece is read at its end), each starting on the 4 KiB grid. A file smaller than its
+    share is read whole. Where the budget holds less than 4 KiB a file, every so many files are
+    sampled (evenly over the list, the first and last included) rather than overrun it; each
+    piece's ragged tail may add up to 4 KiB a file."""
     files = [f for f in files if f.bytes > 0]
     if not files or budget_bytes <= 0:
         return []
+    fit = max(1, budget_bytes // BLOCK_BYTES)
+    if len(files) > fit:
+        files = [files[i * (len(files) - 1) // max(1, fit - 1)] for i in range(fit)]
     share = max(BLOCK_BYTES, budget_bytes // len(files) // BLOCK_BYTES * BLOCK_BYTES)
     pieces = []
     for file in files:
@@ -97,31 +104,30 @@ def plan_sample(files: Sequence[ShardFile], budget_bytes: int) -> list[Piece]:
         count = max(1, share // size)
         last_start = (file.bytes - size) // BLOCK_BYTES * BLOCK_BYTES
         for index in range(count):
-            start = last_start * index // max(1, count - 1) // BLOCK_BYTES * BLOCK_BYTES
+            start = last_start if count == 1 else last_start * index // (count - 1)
+            start -= start % BLOCK_BYTES
             length = size if index < count - 1 else file.bytes - last_start
             pieces.append(Piece(file.path, start, length))
     return pieces
 
 
-def read_sample(spec: BackendSpec, pieces: Sequence[Piece]) -> list[bytes]:
-    """Each piece's bytes, read through the target's backend (its page cache may serve them:
-    what is measured is the content, not the speed)."""
-    backend = spec.open()
+def read_sample(janitor: Janitor, pieces: Sequence[Piece]) -> list[bytes]:
+    """Each piece's bytes, read on the target's filesystem through the session's bounded
+    helper (``fs.cat_file``: a call that does not return within the stall timeout is
+    ``TargetHung``, never a hang of the run); its page cache may serve them: what is measured
+    is the content, not the speed. A short read is an OSError naming the file and offset."""
     out = []
     for piece in pieces:
-        buffer = bytearray(piece.length)
-        view = memoryview(buffer)
-        opened = backend.open_read(piece.path)
-        try:
-            done = 0
-            while done < piece.length:
-                count = backend.read_into(opened, view[done:], piece.offset + done)
-                if count <= 0:
-                    raise OSError(f"{piece.path}: short read at offset {piece.offset + done}")
-                done += count
-        finally:
-            backend.close(opened.handle)
-        out.append(bytes(buffer))
+        data = janitor.one(
+            "cat_file", piece.path, start=piece.offset, end=piece.offset + piece.length
+        )
+        if len(data) != piece.length:
+            raise OSError(
+                errno.EIO,
+                f"short read: {len(data)} of {piece.length} bytes at offset {piece.offset}",
+                piece.path,
+            )
+        out.append(bytes(data))
     return out
 
 

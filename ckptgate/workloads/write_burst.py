@@ -13,7 +13,9 @@ fsync, close); the null sink is a ``Writer`` that drops the bytes. The rank repo
 a hung fsync is named as one (``ckptgate.engine.pool``); a report is a few stores into shared
 memory, which a 1 GiB tmpfs burst does not notice (see the commit that added it).
 
-Memory per rank: the stamper's one transfer buffer (the stamped pool), whatever the shard size.
+Memory per rank: the stamper's one transfer buffer, whatever the shard size; each transfer's
+bytes are generated into it (the keystream, ``ckptgate.engine.keystream``) in the timed span,
+as a job serialises its tensors into its write buffers.
 """
 
 from __future__ import annotations
@@ -118,9 +120,9 @@ def write_shard_task(
     The null sink measures the suite's own data path, stamping and the client's write calls
     included: if it is not far faster than the target, the target was not what we timed.
     """
-    # Before the common start: each rank's stamp pool (random bytes of one transfer, made
-    # and faulted in: 5 ms for 16 MiB here, a twentieth of the burst it was once timed in)
-    # and each file's writer, so the timed span holds only open, write, fsync and close.
+    # Before the common start: each rank's transfer buffer (made and faulted in) and each
+    # file's writer, so the timed span holds open, the generation of each transfer's bytes,
+    # write, fsync and close.
     stampers: dict[int, BlockStamper] = {}
     for shard in files:
         if shard.global_rank not in stampers:

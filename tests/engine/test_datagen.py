@@ -204,3 +204,20 @@ def test_no_two_words_of_a_run_repeat_across_blocks_transfers_ranks_or_files() -
             )
     every = np.concatenate([w.ravel() for w in words])
     assert len(np.unique(every)) == len(every)
+
+
+def test_two_checkpoints_of_one_rank_share_no_word() -> None:
+    """Each checkpoint directory has its own generation, so a round written beside the latest
+    (the contended round) or after it repeats none of its bytes: a storage that deduplicates
+    inline stores all of each (the review of issue 53 found the contended round a copy)."""
+    from ckptgate.workloads.fileplan import generation_of
+
+    generations = [generation_of(d) for d in ("/r/write/step-1", "/r/write/step-2", "/r/c/step-0")]
+    assert len(set(generations)) == 3 and 0 not in generations
+    words = []
+    for generation in generations:
+        stamper = BlockStamper(StampKey(KEY.run_id, 5, generation), TRANSFER_BYTES)
+        blocks = np.frombuffer(stamper.fill(0, TRANSFER_BYTES), dtype=np.uint64)
+        words.append(blocks.reshape(-1, keystream.BLOCK_WORDS)[:, keystream.STAMP_WORDS :].copy())
+    every = np.concatenate([w.ravel() for w in words])
+    assert len(np.unique(every)) == len(every)

@@ -28,7 +28,7 @@ def decide(
     interrupted: str | None = None,
 ) -> Verdict:
     """The verdict with the check table's rows, as the plugin's report decides it."""
-    return decide_with(items, scale, as_run, interrupted, CHECKLIST)
+    return decide_with(items, scale, as_run, interrupted, checklist=CHECKLIST)
 
 
 def _number(id: str) -> str | None:

@@ -18,8 +18,10 @@ from ckptgate.engine.datagen import StampKey, write_stamped
 from ckptgate.rundir.clean import clean_run
 from ckptgate.rundir.lease import FORCE_STALE_AFTER_S, LEASE_FRESH_S, LeaseKeeper, read_lease
 from ckptgate.rundir.manifest import (
+    MANIFEST_FORMAT,
     FileStamp,
     ManifestDamaged,
+    ManifestError,
     ProcessId,
     Writer,
     lease_name,
@@ -458,3 +460,26 @@ def test_a_kept_run_whose_manifest_refuses_its_end_line_says_so(
     assert manifest_name(0) in problem
     assert target.run_dir is not None
     assert verify_run(target.run_dir).ok
+
+
+def test_a_run_kept_by_an_older_payload_is_refused_in_one_line_not_called_corrupt(
+    tmp_path: Path,
+) -> None:
+    """Format 1 wrote a reused random pool that this version does not recompute: its bytes are
+    refused with the format named, never reported wrong one by one (issue 53's review)."""
+    run_dir = _kept_run(tmp_path).run_dir
+    assert run_dir is not None
+    manifest = next(Path(run_dir).glob(".ckptgate-manifest.node*"))
+    lines = manifest.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["format"] == MANIFEST_FORMAT == 2
+    manifest.write_text("\n".join([json.dumps({**header, "format": 1}), *lines[1:]]) + "\n")
+    with pytest.raises(ManifestError, match="kept by a ckptgate of manifest format 1"):
+        verify_run(run_dir)
+
+
+def test_a_stamp_with_an_unknown_payload_is_a_damaged_manifest_line() -> None:
+    with pytest.raises(ValueError, match="stamp payload 'zeros': allowed: random, realistic-K"):
+        FileStamp.from_json(
+            {"run_id": 1, "global_rank": 0, "transfer_bytes": 4096, "payload": "zeros"}
+        )

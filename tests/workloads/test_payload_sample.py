@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import fsspec
 import numpy as np
 import pytest
 
@@ -16,11 +17,12 @@ from ckptgate.checks.payload import REDUCTION_LIMIT
 from ckptgate.cluster.nodes import SingleNode
 from ckptgate.cluster.plan import plan_node
 from ckptgate.engine.datagen import BLOCK_BYTES, MAGIC, StampKey, write_stamped
+from ckptgate.rundir.janitor import Janitor
 from ckptgate.sizing import load_profile
-from ckptgate.storage.backend import BackendSpec
 from ckptgate.workloads.fileplan import ShardFile, shard_files
 from ckptgate.workloads.payload_sample import (
     PIECE_BYTES,
+    Piece,
     plan_sample,
     read_sample,
     reduction_ratios,
@@ -47,7 +49,12 @@ def _written(tmp_path: Path, *overrides: str) -> list[ShardFile]:
 
 def _measured(files: list[ShardFile], budget: int = 16 * MiB) -> list[float]:
     pieces = plan_sample(files, budget)
-    ratios = reduction_ratios(read_sample(BackendSpec("file"), pieces), files=len(files))
+    janitor = Janitor(fsspec.filesystem("file"), stall_s=60.0)
+    try:
+        data = read_sample(janitor, pieces)
+    finally:
+        janitor.close()
+    ratios = reduction_ratios(data, files=len(files))
     return [ratios.compress_long, ratios.dedup_4k, ratios.dedup_8k, ratios.fold_4k_headerless]
 
 
@@ -120,3 +127,31 @@ def test_the_old_reused_pool_is_caught_by_the_long_window_and_the_header_blind_f
     ratios = reduction_ratios(pieces)
     assert ratios.dedup_4k == 1.0
     assert ratios.compress_long > 10 and ratios.fold_4k_headerless > 10
+
+
+def test_a_file_read_in_one_piece_is_read_at_its_end() -> None:
+    """Where a file's share holds one piece, that piece ends at the file's last byte (the
+    review found the head read and the uneven last transfer never sampled)."""
+    files = [ShardFile(r, f"/f{r}", 100 * MiB + 5000, RUN_ID, 16 * MiB) for r in range(64)]
+    pieces = plan_sample(files, 8 * MiB)
+    assert len(pieces) == 64
+    assert all(p.offset + p.length == 100 * MiB + 5000 for p in pieces)
+    assert all(p.offset % BLOCK_BYTES == 0 for p in pieces)
+
+
+def test_many_tiny_files_are_sampled_within_the_budget_first_and_last_included() -> None:
+    files = [ShardFile(r, f"/f{r}", 10_000, RUN_ID, 16 * MiB) for r in range(1000)]
+    pieces = plan_sample(files, 1 * MiB)
+    assert sum(p.length for p in pieces) <= 1 * MiB + len(pieces) * BLOCK_BYTES
+    assert len(pieces) == 256 and pieces[0].path == "/f0" and pieces[-1].path == "/f999"
+
+
+def test_a_short_read_names_the_file_and_the_offset(tmp_path: Path) -> None:
+    path = tmp_path / "short.distcp"
+    path.write_bytes(b"x" * 5000)
+    janitor = Janitor(fsspec.filesystem("file"), stall_s=60.0)
+    try:
+        with pytest.raises(OSError, match="short read: 904 of 8192 bytes at offset 4096"):
+            read_sample(janitor, [Piece(str(path), 4096, 8192)])
+    finally:
+        janitor.close()
