@@ -42,6 +42,7 @@ from ckptgate.engine.records import (
 )
 from ckptgate.engine.sampler import Expected
 from ckptgate.storage.backend import BackendSpec
+from ckptgate.workloads.fileplan import generation_of
 from ckptgate.workloads.options import RunOptions
 from ckptgate.workloads.write_burst import ShardFile, run_write_burst
 
@@ -55,10 +56,13 @@ DATASET_RANK_BASE = 1_000_000
 def dataset_files(
     directory: str, total_bytes: int, readers: int, run_id: int, transfer_bytes: int
 ) -> list[ShardFile]:
-    """One dataset file per reader, ``total_bytes`` split evenly (stamped like shards)."""
+    """One dataset file per reader, ``total_bytes`` split evenly (stamped like shards, with the
+    directory's generation: each node's dataset is its own bytes, not a copy a deduplicating
+    storage would serve from one)."""
     if readers < 1:
         raise ValueError(f"a dataset needs at least one reader, got {readers}")
     share, extra = divmod(total_bytes, readers)
+    generation = generation_of(directory)
     return [
         ShardFile(
             global_rank=DATASET_RANK_BASE + r,
@@ -66,6 +70,7 @@ def dataset_files(
             bytes=share + (1 if r < extra else 0),
             run_id=run_id,
             transfer_bytes=transfer_bytes,
+            generation=generation,
         )
         for r in range(readers)
     ]
