@@ -4,11 +4,12 @@ directory it works in, made under ``--target`` and removed at the end, also on f
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-from ckptgate.benchmarks.pairs import PairSettings
+from ckptgate.benchmarks.pairs import Comparison, PairSettings, render
 from ckptgate.engine.interrupts import signals_deferred
 from ckptgate.fixtures.run.cleanup import what_stayed
 from ckptgate.rundir.janitor import TargetHung
@@ -32,6 +33,14 @@ def add_pair_options(parser: argparse.ArgumentParser, defaults: PairSettings) ->
         help=f"idle seconds before every timed run, either side (default: {defaults.settle_s:g}; "
         "see benchmarks/README.md)",
     )  # fmt: skip
+
+
+def show(comparison: Comparison, json_path: str | None) -> None:
+    """Print the comparison's table, and write its JSON to ``json_path`` where given."""
+    print(render(comparison))
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as handle:
+            json.dump(comparison.to_json(), handle, indent=2)
 
 
 def run_in_directory(

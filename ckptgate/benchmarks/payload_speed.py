@@ -15,7 +15,6 @@ core; the figure on both sides is bytes over seconds. No target is touched.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -24,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ckptgate.benchmarks.command import add_pair_options
-from ckptgate.benchmarks.pairs import Comparison, Pair, render, timed_pairs
+from ckptgate.benchmarks.command import add_pair_options, show
+from ckptgate.benchmarks.pairs import Comparison, Pair, timed_pairs
 from ckptgate.engine import keystream
 from ckptgate.engine.datagen import MAGIC, BlockStamper, StampKey
 
@@ -101,10 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RuntimeError as error:
         print(f"ckptgate bench payload: {error}", file=sys.stderr)
         return 2
-    print(render(comparison))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(comparison.to_json(), handle, indent=2)
+    show(comparison, args.json)
     return 0
 
 

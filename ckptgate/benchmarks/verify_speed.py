@@ -17,7 +17,6 @@ the end.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -25,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptgate.benchmarks import fio
-from ckptgate.benchmarks.command import add_pair_options, run_in_directory
-from ckptgate.benchmarks.pairs import Comparison, Pair, render, timed_pairs
+from ckptgate.benchmarks.command import add_pair_options, run_in_directory, show
+from ckptgate.benchmarks.pairs import Comparison, Pair, timed_pairs
 from ckptgate.engine.datagen import StampKey, write_stamped
 from ckptgate.rundir.manifest import Writer
 from ckptgate.rundir.target import Target
@@ -113,10 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(done, int):
         return done
     _, comparison = done
-    print(render(comparison))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(comparison.to_json(), handle, indent=2)
+    show(comparison, args.json)
     return 0
 
 
