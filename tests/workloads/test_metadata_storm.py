@@ -86,7 +86,7 @@ def test_storm_creates_exactly_the_files_and_commits_the_metadata(
     manifest = json.loads(Path(directory, METADATA_NAME).read_bytes())
     assert sorted(e["file"] for e in manifest["files"]) == sorted(names)
     for file in files:  # every file holds its own stamped 4 KiB block
-        stamper = BlockStamper(StampKey(RUN_ID, file.global_rank), WRITE_BYTES)
+        stamper = BlockStamper(StampKey(RUN_ID, file.global_rank, file.generation), WRITE_BYTES)
         stamper.verify(Path(file.path).read_bytes(), file.index * WRITE_BYTES, file.path)
 
 

@@ -59,13 +59,13 @@ def _payloads(files: Sequence[StormFile], run_id: int, write_bytes: int) -> list
     """Each file's stamped bytes, made before the start so the timed loop only does I/O."""
     if write_bytes == 0:
         return [b""] * len(files)
-    stampers: dict[int, BlockStamper] = {}
+    stampers: dict[tuple[int, int], BlockStamper] = {}
     payloads = []
     for file in files:
-        stamper = stampers.get(file.global_rank)
+        stamper = stampers.get((file.global_rank, file.generation))
         if stamper is None:
-            stamper = stampers[file.global_rank] = BlockStamper(
-                StampKey(run_id, file.global_rank), write_bytes
+            stamper = stampers[file.global_rank, file.generation] = BlockStamper(
+                StampKey(run_id, file.global_rank, file.generation), write_bytes
             )
         payloads.append(bytes(stamper.fill(file.index * stamper.step_bytes, write_bytes)))
     return payloads

@@ -11,7 +11,7 @@ from ckptgate.engine.datagen import BLOCK_BYTES
 from ckptgate.engine.records import RankDetail
 from ckptgate.rundir.manifest import FileStamp, Writer
 from ckptgate.rundir.target import Target
-from ckptgate.workloads.fileplan import FilePlan, shard_file_name
+from ckptgate.workloads.fileplan import FilePlan, generation_of, shard_file_name
 
 METADATA_NAME = ".metadata"
 METADATA_TMP_NAME = ".metadata.tmp"
@@ -37,6 +37,12 @@ class StormFile:
     global_rank: int
     index: int
     path: str
+
+    @property
+    def generation(self) -> int:
+        """Its storm's stream (``generation_of`` its directory): the older and the newer storm
+        of a check are on the target at once, and hold no bytes in common."""
+        return generation_of(self.path.rpartition("/")[0])
 
 
 def storm_files(
@@ -103,8 +109,8 @@ def register_storm(target: Target, files: Sequence[StormFile], run_id: int) -> N
     index) offset, so the manifest can re-verify it (``ckptgate verify``)."""
     target.register(
         [f.path for f in files],
-        stamps=[FileStamp(run_id, f.global_rank, WRITE_BYTES, f.index * WRITE_BYTES)
-                for f in files],
+        stamps=[FileStamp(run_id, f.global_rank, WRITE_BYTES, f.index * WRITE_BYTES,
+                           f.generation) for f in files],
         sizes=[WRITE_BYTES] * len(files),
         writer=Writer.STORM,
     )  # fmt: skip

@@ -26,14 +26,14 @@ def verify_task(
     backend = options.spec.open()
     buffer = memoryview(bytearray(write_bytes))
     array = np.frombuffer(buffer, dtype=np.uint8)
-    stampers: dict[int, BlockStamper] = {}
+    stampers: dict[tuple[int, int], BlockStamper] = {}
     phases = PhaseMarks.start(ctx)
     for done, file in enumerate(files, start=1):
         ctx.progress(files=done - 1, phase="verify", path=file.path)
-        stamper = stampers.get(file.global_rank)
+        stamper = stampers.get((file.global_rank, file.generation))
         if stamper is None:
-            stamper = stampers[file.global_rank] = BlockStamper(
-                StampKey(run_id, file.global_rank), write_bytes
+            stamper = stampers[file.global_rank, file.generation] = BlockStamper(
+                StampKey(run_id, file.global_rank, file.generation), write_bytes
             )
         opened = backend.open_read(file.path)
         try:
