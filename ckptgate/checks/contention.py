@@ -280,12 +280,9 @@ class ContentionSection:
     writers: BurstSection | None = None
 
 
-def _html(section: ContentionSection | None, plots: bool) -> list[str]:
+def _html(section: ContentionSection, plots: bool) -> list[str]:
     """The HTML report's section: both sides alone and together, and the figure."""
-    out = ["<h2>Readers and writers under contention</h2>"]
-    if not section:
-        return [*out, '<p class="note">no contention section in this report</p>']
-    out.append(f"<p>{esc(section.readers)} dataloader readers</p>")
+    out = [f"<p>{esc(section.readers)} dataloader readers</p>"]
     fields = (
         ("writers alone", section.writers_alone_bytes_per_s, "B/s"),
         ("writers during reads", section.writers_contended_bytes_per_s, "B/s"),
@@ -336,6 +333,7 @@ def _figure(section: ContentionSection) -> str | None:
 
 REPORT = ReportPart(
     key="contention",
+    title="Readers and writers under contention",
     schema=ContentionSection,
     html=_html,
     bursts=lambda section: [("contention writers", section.writers)],

@@ -439,12 +439,9 @@ class MetadataSection:
     latency_s: dict[str, LatencyStats] = field(default_factory=dict)
 
 
-def _html(section: MetadataSection | None, plots: bool) -> list[str]:
+def _html(section: MetadataSection, plots: bool) -> list[str]:
     """The HTML report's section: each phase's rate, the latency table and its figure."""
-    out = ["<h2>Metadata</h2>"]
-    if not section:
-        return [*out, '<p class="note">no metadata section in this report</p>']
-    out.append(f"<p>{esc(section.files)} files; {esc(section.statistic)}</p>")
+    out = [f"<p>{esc(section.files)} files; {esc(section.statistic)}</p>"]
     rates = (
         ("create (whole storm)", section.create_rate_per_s, "1/s"),
         ("checkpoint commit", section.checkpoint_rate_per_s, "1/s"),
@@ -492,7 +489,7 @@ def _latency_figure(latency_s: dict[str, LatencyStats]) -> str | None:
     )
 
 
-REPORT = ReportPart(key="metadata", schema=MetadataSection, html=_html)
+REPORT = ReportPart(key="metadata", title="Metadata", schema=MetadataSection, html=_html)
 """The section in the outputs: rates per phase and the latency of each operation."""
 
 

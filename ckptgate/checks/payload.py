@@ -139,16 +139,13 @@ class PayloadSection:
     payload: str = RANDOM
 
 
-def _html(section: PayloadSection | None, plots: bool) -> list[str]:
+def _html(section: PayloadSection, plots: bool) -> list[str]:
     """The HTML report's section: each ratio of logical to stored bytes."""
-    out = ["<h2>Payload reducibility</h2>"]
-    if not section:
-        return [*out, '<p class="note">no payload section in this report</p>']
-    out.append(
+    out = [
         f"<p>{esc(format_bytes(section.sample_bytes))} sampled from {esc(section.pieces)} "
         f"places of {esc(section.files)} files, payload {esc(section.payload)}; a ratio above "
         f"{esc(section.limit)} fails</p>"
-    )
+    ]
     fields = (
         ("zstd -3 --long (window over the sample)", section.compress_long, "x"),
         ("4 KiB block dedup", section.dedup_4k, "x"),
@@ -159,7 +156,7 @@ def _html(section: PayloadSection | None, plots: bool) -> list[str]:
     return out
 
 
-REPORT = ReportPart(key="payload", schema=PayloadSection, html=_html)
+REPORT = ReportPart(key="payload", title="Payload reducibility", schema=PayloadSection, html=_html)
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from ckptgate.report.schema import (
     ScalingSection,
     SeriesSection,
 )
-from ckptgate.report.sections import ReportPart, read_part
+from ckptgate.report.sections import ReportPart, render_part
 
 STYLE = """
 body { font-family: "DejaVu Sans", Arial, Helvetica, sans-serif; color: #111; margin: 2em auto;
@@ -450,7 +450,7 @@ def render_report(report: SavedReport, source: str = "", parts: Sequence[ReportP
     body += _bursts(found, plots)
     body += _series(report.bandwidth_series, plots)
     for part in parts:  # the checks' own sections, in the table's order
-        body += part.html(read_part(report, part), plots)
+        body += render_part(report, part, plots)
     body += _sweep(report, plots)
     body += _scaling(scaling, plots)
     return page(title, body)

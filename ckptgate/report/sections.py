@@ -11,13 +11,14 @@ bandwidth over time).
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ckptgate.report.schema import BurstSection, SavedReport, read_section
 
-__all__ = ["ReportPart", "part_bursts", "read_part"]
+__all__ = ["ReportPart", "part_bursts", "read_part", "render_part"]
 
 
 def _no_bursts(_section: Any) -> Sequence[tuple[str, BurstSection | None]]:
@@ -30,12 +31,15 @@ class ReportPart:
 
     key: str
     """The section's key in the JSON report (``contention``)."""
+    title: str
+    """The HTML section's heading (``render_part`` writes it, and says where a report has
+    no such section)."""
     schema: type
     """The dataclass the section is read as (``ckptgate.report.schema``'s rules: each field
     checked against its type, unknown keys left to ``SavedReport.data``)."""
     html: Callable[[Any, bool], list[str]]
-    """The HTML section's elements for the section read (None: the report has none), with or
-    without figures (``plots``)."""
+    """The HTML section's elements below its heading, for the section read, with or without
+    figures (``plots``); called only where the report has the section."""
     bursts: Callable[[Any], Sequence[tuple[str, BurstSection | None]]] = _no_bursts
     """The bursts it holds, by label, for the per-rank CSV and the HTML rank tables."""
 
@@ -44,6 +48,16 @@ def read_part(report: SavedReport, part: ReportPart, source: str = "the report")
     """The section ``part`` owns in ``report``, read as its schema; None where absent."""
     raw = report.data.get(part.key)
     return None if raw is None else read_section(part.schema, raw, part.key, source)
+
+
+def render_part(report: SavedReport, part: ReportPart, plots: bool) -> list[str]:
+    """The part's HTML section: its heading, then its elements, or a note where the report
+    has no such section (a run that did not measure it)."""
+    heading = f"<h2>{html.escape(part.title)}</h2>"
+    section = read_part(report, part)
+    if section is None:
+        return [heading, f'<p class="note">no {html.escape(part.key)} section in this report</p>']
+    return [heading, *part.html(section, plots)]
 
 
 def part_bursts(report: SavedReport, parts: Sequence[ReportPart]) -> list[tuple[str, BurstSection]]:

@@ -96,7 +96,9 @@ def _judged(run):
     return judge(id="example-row", measured=2.0, required=1.0, unit="x", detail="d")
 
 
-REPORT = ReportPart(key="example", schema=BurstSection, html=lambda section, plots: [])
+REPORT = ReportPart(
+    key="example", title="Example", schema=BurstSection, html=lambda section, plots: []
+)
 
 CHECK = Check(
     name="example",
